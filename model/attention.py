@@ -1,0 +1,121 @@
+"""Multi-head causal self-attention, the one place where tokens exchange information.
+
+Each token's vector is projected to a query q, a key k and a value v. For every head:
+
+    scores  = q kᵀ / √d_k                    (B, n_head, T, T)
+    scores  = causal mask: future -> -inf   (token t may only look at 0..t)
+    weights = softmax(scores, dim=-1)       each row sums to 1
+    out     = weights v                     (B, n_head, T, d_k)
+
+The heads are concatenated and projected back to n_embd channels
+(Vaswani et al. 2017, "Attention Is All You Need", eq. 1 and section 3.2.2).
+
+`CausalSelfAttention.forward` runs these steps with PyTorch's fused
+`scaled_dot_product_attention` kernel (same maths, much faster); with
+`return_weights=True` it runs them one by one, as written above, and returns the
+attention weights too. Tests hold the two paths equal.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.config import GPTConfig
+
+
+def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
+    """Lower-triangular boolean mask: entry (i, j) is True where query i may see key j.
+
+    Args:
+        T: sequence length.
+        device: where to allocate the mask.
+
+    Returns:
+        (T, T) bool tensor, True on and below the diagonal, False above (the future).
+    """
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def explicit_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: nn.Module | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention with a causal mask, step by step.
+
+    Args:
+        q, k, v: (B, n_head, T, d_k) queries, keys and values.
+        dropout: optional dropout applied to the attention weights (training only).
+
+    Returns:
+        out: (B, n_head, T, d_k) weighted sums of the values.
+        weights: (B, n_head, T, T) attention weights; row i is the distribution over
+            the keys 0..i that query i attends to (zeros above the diagonal).
+    """
+    T, d_k = q.size(-2), q.size(-1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, n_head, T, T)
+    # Mask before softmax so the future gets exactly zero weight, not a small one.
+    scores = scores.masked_fill(~causal_mask(T, q.device), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    attended = dropout(weights) if dropout is not None else weights
+    out = attended @ v  # weighted sum of values: (B, n_head, T, d_k)
+    return out, weights
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention with one fused Q/K/V projection.
+
+    Args:
+        config: uses n_embd, n_head, dropout and bias.
+
+    Raises:
+        ValueError: if n_embd is not divisible by n_head.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if config.n_embd % config.n_head != 0:
+            raise ValueError(
+                f"n_embd ({config.n_embd}) must be divisible by n_head ({config.n_head})"
+            )
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.dropout_p = config.dropout
+        # One matrix computes q, k and v for every head at once: (C) -> (3C).
+        self.qkv_proj = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        # Output projection back into the residual stream (scaled at init, see GPT).
+        self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def split_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Project (B, T, C) activations to q, k, v, each (B, n_head, T, d_k)."""
+        B, T, C = x.shape
+        q, k, v = self.qkv_proj(x).split(self.n_embd, dim=2)
+        shape = (B, T, self.n_head, C // self.n_head)
+        return (t.view(shape).transpose(1, 2) for t in (q, k, v))
+
+    def forward(
+        self, x: torch.Tensor, return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Attend over the sequence.
+
+        Args:
+            x: (B, T, C) activations.
+            return_weights: if True, use the explicit step-by-step path and also
+                return the attention weights.
+
+        Returns:
+            (B, T, C) output, or ``(output, weights)`` with weights of shape
+            (B, n_head, T, T) when ``return_weights`` is True.
+        """
+        B, T, C = x.shape
+        q, k, v = self.split_heads(x)
+        if return_weights:
+            out, weights = explicit_attention(q, k, v, self.attn_dropout)
+        else:
+            p = self.dropout_p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        out = out.transpose(1, 2).contiguous().view(B, T, C)  # concatenate the heads
+        out = self.resid_dropout(self.out_proj(out))
+        return (out, weights) if return_weights else out

@@ -1,0 +1,57 @@
+"""One transformer block: pre-norm attention and MLP, each added to the residual stream."""
+
+import torch
+from torch import nn
+
+from model.attention import CausalSelfAttention
+from model.config import GPTConfig
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward network: C -> 4C -> GELU -> C (GPT-2).
+
+    Args:
+        config: uses n_embd, dropout and bias.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.up_proj = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()
+        self.down_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Map (B, T, C) activations to (B, T, C), each position independently."""
+        return self.dropout(self.down_proj(self.gelu(self.up_proj(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block (GPT-2, Radford et al. 2019):
+
+        x = x + attention(layer_norm_1(x))
+        x = x + mlp(layer_norm_2(x))
+
+    Args:
+        config: the model's GPTConfig.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(
+        self, x: torch.Tensor, return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Transform (B, T, C) activations; optionally also return the block's
+        (B, n_head, T, T) attention weights."""
+        if return_weights:
+            attended, weights = self.attn(self.ln_1(x), return_weights=True)
+        else:
+            attended = self.attn(self.ln_1(x))
+        x = x + attended
+        x = x + self.mlp(self.ln_2(x))
+        return (x, weights) if return_weights else x

@@ -1,0 +1,171 @@
+"""The GPT: embeddings, a stack of transformer blocks, and a language-model head.
+
+    idx (B, T) token ids
+      -> token embedding + position embedding        (B, T, C)
+      -> n_layer x Block (attention + MLP, pre-norm)  (B, T, C)
+      -> final LayerNorm -> LM head                   (B, T, vocab_size) logits
+
+The LM head shares its weight matrix with the token embedding (weight tying,
+Press & Wolf 2017), as in GPT-2.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.block import Block
+from model.config import GPTConfig
+from model.generation import next_token, validate_sampling_args
+
+INIT_STD = 0.02
+
+
+class GPT(nn.Module):
+    """A decoder-only transformer language model (Radford et al. 2019, GPT-2).
+
+    Args:
+        config: architecture; ``vocab_size`` must already be set from the tokenizer.
+
+    Raises:
+        ValueError: if vocab_size is not positive or n_embd is not divisible by n_head.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if config.vocab_size <= 0:
+            raise ValueError("GPTConfig.vocab_size must be set from the tokenizer (> 0)")
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.n_embd)
+        self.position_embedding = nn.Embedding(config.block_size, config.n_embd)
+        self.dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.token_embedding.weight  # weight tying
+        self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """GPT-2 initialisation, the one place where weights get their first values.
+
+        | tensor                                   | initial value                   |
+        |------------------------------------------|---------------------------------|
+        | token and position embeddings            | N(0, 0.02)                      |
+        | Linear weights (qkv_proj, up_proj)       | N(0, 0.02)                      |
+        | residual output projections              | N(0, 0.02 / sqrt(2 * n_layer))  |
+        |   (attn.out_proj, mlp.down_proj)         |                                 |
+        | Linear biases                            | 0                               |
+        | LayerNorm weight / bias                  | 1 / 0                           |
+        | lm_head                                  | tied to the token embedding     |
+
+        The residual projections are scaled down because each block adds two of them
+        to the residual stream, whose variance would otherwise grow with depth
+        (GPT-2 paper, section 2.3).
+        """
+        residual_std = INIT_STD / math.sqrt(2 * self.config.n_layer)
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                is_residual = name.endswith(("attn.out_proj", "mlp.down_proj"))
+                nn.init.normal_(module.weight, 0.0, residual_std if is_residual else INIT_STD)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, INIT_STD)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def num_params(self, non_embedding: bool = True) -> int:
+        """Number of parameters; by default without the position embedding (the
+        token embedding is counted once, as the tied LM head)."""
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding:
+            n -= self.position_embedding.weight.numel()
+        return n
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        return_attention: bool = False,
+    ):
+        """Compute next-token logits and, given targets, the loss.
+
+        Args:
+            idx: (B, T) int64 token ids, T <= block_size.
+            targets: optional (B, T) int64 next-token ids; -1 marks positions to ignore.
+            return_attention: if True, also return a list of n_layer attention-weight
+                tensors, each (B, n_head, T, T), computed by the explicit path.
+
+        Returns:
+            ``(logits, loss)``: logits (B, T, vocab_size); loss is the mean
+            cross-entropy in nats per token (a 0-dim tensor), or None without targets.
+            With ``return_attention``: ``(logits, loss, attention_weights)``.
+
+        Raises:
+            ValueError: if T exceeds block_size.
+        """
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise ValueError(
+                f"sequence length {T} exceeds block_size {self.config.block_size}; "
+                "crop the context to the last block_size tokens"
+            )
+        positions = torch.arange(T, device=idx.device)
+        x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
+        attention_weights = []
+        for block in self.blocks:
+            if return_attention:
+                x, weights = block(x, return_weights=True)
+                attention_weights.append(weights)
+            else:
+                x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(
+                logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1
+            )
+        if return_attention:
+            return logits, loss, attention_weights
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Extend each sequence by sampling one token at a time (autoregressively).
+
+        The context is cropped to the last block_size tokens, so any number of
+        tokens can be generated. Switch the model to eval mode first (no dropout).
+
+        Args:
+            idx: (B, T) int64 prompt token ids, T >= 1.
+            max_new_tokens: number of tokens to add (>= 0).
+            temperature: > 0 scales the logits; 0 means greedy decoding.
+            top_k: sample only among the k most likely tokens (clamped to vocab_size).
+            generator: torch RNG on the model's device, for reproducible samples.
+
+        Returns:
+            (B, T + max_new_tokens) int64 token ids, starting with the prompt.
+
+        Raises:
+            ValueError: for a negative max_new_tokens or temperature, a non-positive
+                top_k, or an empty prompt.
+        """
+        validate_sampling_args(max_new_tokens, temperature, top_k)
+        if idx.size(1) == 0:
+            raise ValueError("the prompt must hold at least one token")
+        for _ in range(max_new_tokens):
+            context = idx[:, -self.config.block_size :]
+            logits, _ = self(context)
+            idx = torch.cat([idx, next_token(logits[:, -1, :], temperature, top_k, generator)], 1)
+        return idx

@@ -1,0 +1,39 @@
+"""Train a character-level GPT.
+
+    python train.py --config configs/shakespeare_char_cpu.yaml [section.key=value ...]
+
+Examples of overrides: data.path=my.txt train.max_iters=500 model.dropout=0.1
+device=cpu out_dir=runs/mine train.resume=true. Loss curves: tensorboard --logdir runs
+"""
+
+import argparse
+import sys
+
+from data import CorpusError
+from training import CheckpointError, ConfigError, load_config, train
+from training.loop import NonFiniteLossError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, train, and return the exit status (0 on success,
+    2 on bad input, 130 when interrupted)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", help="YAML recipe, e.g. configs/shakespeare_char_cpu.yaml")
+    parser.add_argument("overrides", nargs="*", metavar="section.key=value")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+        result = train(cfg)
+    except (ConfigError, CorpusError, CheckpointError, NonFiniteLossError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if result.interrupted:
+        return 130
+    print(f"best val loss {result.best_val_loss:.4f} nats/char; checkpoint in {result.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

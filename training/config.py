@@ -1,0 +1,331 @@
+"""Run configuration: typed dataclasses (one per section), YAML files and dotted overrides.
+
+    python train.py --config configs/shakespeare_char.yaml train.max_iters=200 model.dropout=0
+
+Defaults live in the dataclasses below; a YAML file sets any of them; each
+``section.key=value`` argument overrides one (values are parsed as YAML, so 3e-4,
+true and null work). Unknown keys, wrong types and impossible values are all
+reported together, before any work starts, with the closest valid names.
+"""
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from data.corpus import DEFAULT_CORPUS_PATH
+from model.config import GPTConfig
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message lists every problem found and the fix."""
+
+
+@dataclass
+class DataConfig:
+    """The `data:` section.
+
+    Attributes:
+        path: UTF-8 text file to train on (the default fetches Tiny Shakespeare).
+        val_fraction: share of the corpus, taken from its end, held out for validation.
+        cache_dir: where prepared token arrays are cached.
+        decode_errors: "strict" rejects invalid UTF-8; "replace" swaps bad bytes for U+FFFD.
+    """
+
+    path: str = DEFAULT_CORPUS_PATH
+    val_fraction: float = 0.1
+    cache_dir: str = "data/cache"
+    decode_errors: str = "strict"
+
+
+@dataclass
+class TrainConfig:
+    """The `train:` section. Iterations count optimizer steps.
+
+    Attributes:
+        batch_size: sequences per micro-batch.
+        gradient_accumulation_steps: micro-batches per optimizer step.
+        max_iters: stop after this many optimizer steps.
+        eval_interval: evaluate and checkpoint every this many steps (and at the end).
+        log_interval: write training scalars every this many steps.
+        eval_train_tokens: size of the fixed training-split sample that is evaluated.
+        eval_batch_size: windows per forward pass during evaluation.
+        learning_rate: peak learning rate, reached after warmup.
+        min_lr: learning rate at the end of the cosine decay.
+        warmup_iters: steps of linear warmup.
+        lr_decay_iters: length of the schedule in steps (null: max_iters).
+        weight_decay: AdamW decoupled weight decay on 2-D weight matrices.
+        beta1, beta2: AdamW moment coefficients.
+        grad_clip: clip the global gradient norm to this (0 disables).
+        compile: wrap the model in torch.compile.
+        resume: continue from out_dir/ckpt.pt.
+        overwrite: start afresh even if out_dir already holds a checkpoint.
+    """
+
+    batch_size: int = 32
+    gradient_accumulation_steps: int = 1
+    max_iters: int = 2000
+    eval_interval: int = 250
+    log_interval: int = 10
+    eval_train_tokens: int = 32768
+    eval_batch_size: int = 128
+    learning_rate: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_iters: int = 100
+    lr_decay_iters: int | None = None
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    compile: bool = False
+    resume: bool = False
+    overwrite: bool = False
+
+
+@dataclass
+class RunConfig:
+    """A whole run: top-level keys plus the data, model and train sections.
+
+    Attributes:
+        out_dir: where checkpoints, config.yaml and TensorBoard events go
+            (default: runs/<config file stem>).
+        device: auto (cuda, then mps, then cpu), cpu, cuda or mps.
+        seed: seeds python, numpy and torch RNGs and the batch sampler.
+    """
+
+    out_dir: str | None = None
+    device: str = "auto"
+    seed: int = 1337
+    data: DataConfig = field(default_factory=DataConfig)
+    model: GPTConfig = field(default_factory=GPTConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        """Plain nested dict (YAML- and checkpoint-friendly)."""
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig}
+# Keys derived from elsewhere, not settable by the user.
+DERIVED_KEYS = {"model.vocab_size": "it is set from the corpus's characters"}
+
+
+def all_keys() -> list[str]:
+    """Every settable dotted key, e.g. 'train.learning_rate'."""
+    keys = [f.name for f in dataclasses.fields(RunConfig) if f.name not in SECTIONS]
+    for section, cls in SECTIONS.items():
+        keys += [f"{section}.{f.name}" for f in dataclasses.fields(cls)]
+    return [k for k in keys if k not in DERIVED_KEYS]
+
+
+def _field_types() -> dict[str, typing.Any]:
+    types_by_key = {}
+    hints = typing.get_type_hints(RunConfig)
+    for name in hints:
+        if name not in SECTIONS:
+            types_by_key[name] = hints[name]
+    for section, cls in SECTIONS.items():
+        for name, hint in typing.get_type_hints(cls).items():
+            types_by_key[f"{section}.{name}"] = hint
+    return types_by_key
+
+
+def _coerce(key: str, value, hint):
+    """Check ``value`` against the type ``hint``; return it (ints widen to float).
+
+    Raises:
+        TypeError: with a message naming the key and the expected type.
+    """
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        if value is None and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is bool and not isinstance(value, bool):
+        raise TypeError(f"{key} must be true or false, got {value!r}")
+    if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"{key} must be an integer, got {value!r}")
+    if hint in (float, str) and not isinstance(value, hint):
+        raise TypeError(f"{key} must be a {hint.__name__}, got {value!r}")
+    return value
+
+
+def _unknown_key_message(key: str) -> str:
+    if key in DERIVED_KEYS:
+        return f"{key} cannot be set: {DERIVED_KEYS[key]}"
+    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.5)
+    if not close:  # maybe the right key in the wrong section
+        leaf = key.rsplit(".", 1)[-1]
+        close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf]
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown key {key!r}{hint} (valid keys: see configs/*.yaml or README)"
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted in SECTIONS:
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def parse_override(arg: str) -> tuple[str, typing.Any]:
+    """'train.max_iters=100' -> ('train.max_iters', 100); values are parsed as YAML.
+
+    Raises:
+        ConfigError: if the argument has no '='.
+    """
+    if "=" not in arg:
+        raise ConfigError(f"override {arg!r} must look like section.key=value")
+    key, text = arg.split("=", 1)
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        value = text
+    if isinstance(value, (dict, list)) or value is None and text.strip() not in ("null", "~"):
+        value = text  # keep odd strings (e.g. '{a') as given
+    return key.strip(), value
+
+
+def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
+    """Build a RunConfig from a flat {dotted key: value} dict on top of the defaults.
+
+    Raises:
+        ConfigError: listing every unknown key, wrong type and impossible value.
+    """
+    problems = [] if problems is None else problems
+    hints = _field_types()
+    cfg = RunConfig()
+    for key, value in values.items():
+        if key not in hints or key in DERIVED_KEYS:
+            problems.append(_unknown_key_message(key))
+            continue
+        try:
+            value = _coerce(key, value, hints[key])
+        except TypeError as e:
+            problems.append(str(e))
+            continue
+        target = cfg
+        *sections, leaf = key.split(".")
+        for section in sections:
+            target = getattr(target, section)
+        setattr(target, leaf, value)
+    if not problems:
+        problems += validate(cfg)
+    if problems:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
+    return cfg
+
+
+def validate(cfg: RunConfig) -> list[str]:
+    """Impossible values in a type-correct config, as messages naming the keys."""
+    problems = []
+    m, t = cfg.model, cfg.train
+    positive = {
+        "model.n_layer": m.n_layer,
+        "model.n_head": m.n_head,
+        "model.n_embd": m.n_embd,
+        "model.block_size": m.block_size,
+        "train.batch_size": t.batch_size,
+        "train.gradient_accumulation_steps": t.gradient_accumulation_steps,
+        "train.max_iters": t.max_iters,
+        "train.eval_interval": t.eval_interval,
+        "train.log_interval": t.log_interval,
+        "train.eval_train_tokens": t.eval_train_tokens,
+        "train.eval_batch_size": t.eval_batch_size,
+        "train.learning_rate": t.learning_rate,
+    }
+    problems += [f"{k} must be > 0, got {v}" for k, v in positive.items() if v <= 0]
+    if m.n_head > 0 and m.n_embd % m.n_head:
+        problems.append(
+            f"model.n_embd ({m.n_embd}) must be divisible by model.n_head ({m.n_head}); "
+            f"for example n_embd={m.n_head * max(1, round(m.n_embd / m.n_head))}"
+        )
+    if not 0 <= m.dropout < 1:
+        problems.append(f"model.dropout must be in [0, 1), got {m.dropout}")
+    if not 0 < cfg.data.val_fraction < 1:
+        problems.append(f"data.val_fraction must be in (0, 1), got {cfg.data.val_fraction}")
+    if cfg.data.decode_errors not in ("strict", "replace"):
+        problems.append(f"data.decode_errors must be strict or replace, got {cfg.data.decode_errors!r}")
+    if cfg.device not in DEVICES:
+        problems.append(f"device must be one of {', '.join(DEVICES)}, got {cfg.device!r}")
+    if not 0 <= t.min_lr <= t.learning_rate:
+        problems.append(f"train.min_lr must be in [0, train.learning_rate], got {t.min_lr}")
+    if t.warmup_iters < 0:
+        problems.append(f"train.warmup_iters must be >= 0, got {t.warmup_iters}")
+    if t.lr_decay_iters is not None and t.lr_decay_iters <= t.warmup_iters:
+        problems.append(
+            f"train.lr_decay_iters ({t.lr_decay_iters}) must exceed train.warmup_iters "
+            f"({t.warmup_iters})"
+        )
+    for key, value in (("train.beta1", t.beta1), ("train.beta2", t.beta2)):
+        if not 0 <= value < 1:
+            problems.append(f"{key} must be in [0, 1), got {value}")
+    for key, value in (("train.weight_decay", t.weight_decay), ("train.grad_clip", t.grad_clip)):
+        if value < 0:
+            problems.append(f"{key} must be >= 0, got {value}")
+    return problems
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML config (optional), apply ``section.key=value`` overrides, validate.
+
+    The default out_dir is runs/<config file stem> (runs/default without a file);
+    train.lr_decay_iters defaults to train.max_iters.
+
+    Raises:
+        ConfigError: for an unreadable file, bad YAML, or any invalid key or value.
+    """
+    values: dict = {}
+    problems: list[str] = []
+    if path is not None:
+        path = Path(path)
+        try:
+            tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path} is not valid YAML: {e}") from None
+        if not isinstance(tree, dict):
+            raise ConfigError(f"{path} must hold a mapping of sections (data, model, train)")
+        for key, value in tree.items():
+            if key in SECTIONS and not isinstance(value, dict):
+                problems.append(f"{path}: section {key!r} must be a mapping")
+        values.update(_flatten(tree))
+    for arg in overrides:
+        try:
+            key, value = parse_override(arg)
+        except ConfigError as e:
+            problems.append(str(e))
+            continue
+        values[key] = value
+    cfg = build_config(values, problems)
+    if cfg.out_dir is None:
+        cfg.out_dir = str(Path("runs") / (path.stem if path is not None else "default"))
+    if cfg.train.lr_decay_iters is None:
+        cfg.train.lr_decay_iters = cfg.train.max_iters
+    return cfg
+
+
+def config_from_dict(tree: dict) -> RunConfig:
+    """Rebuild a RunConfig from `RunConfig.to_dict` output (e.g. from a checkpoint).
+
+    Raises:
+        ConfigError: if the dict does not describe a valid config.
+    """
+    flat = _flatten(tree)
+    vocab_size = flat.pop("model.vocab_size", 0)
+    cfg = build_config(flat)
+    cfg.model.vocab_size = vocab_size
+    return cfg
