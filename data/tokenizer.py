@@ -49,7 +49,7 @@ class CharTokenizer:
             CorpusError: listing every character that is not in the vocabulary, with
                 its code point and first position, and the known characters.
         """
-        codepoints = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         ids = np.searchsorted(self._codepoints, codepoints)
         known = ids < self.vocab_size
         known[known] = self._codepoints[ids[known]] == codepoints[known]

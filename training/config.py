@@ -10,6 +10,7 @@ reported together, before any work starts, with the closest valid names.
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -112,8 +113,6 @@ class RunConfig:
 
 
 SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig}
-# Keys derived from elsewhere, not settable by the user.
-DERIVED_KEYS = {"model.vocab_size": "it is set from the corpus's characters"}
 
 
 def all_keys() -> list[str]:
@@ -121,7 +120,7 @@ def all_keys() -> list[str]:
     keys = [f.name for f in dataclasses.fields(RunConfig) if f.name not in SECTIONS]
     for section, cls in SECTIONS.items():
         keys += [f"{section}.{f.name}" for f in dataclasses.fields(cls)]
-    return [k for k in keys if k not in DERIVED_KEYS]
+    return keys
 
 
 def _field_types() -> dict[str, typing.Any]:
@@ -147,8 +146,15 @@ def _coerce(key: str, value, hint):
         if value is None and type(None) in args:
             return None
         hint = next(a for a in args if a is not type(None))
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+    if hint is float and not isinstance(value, bool) and isinstance(value, (int, float, str)):
+        # YAML 1.1 reads "3e-4" (no dot) as a string; accept it as the number it is.
+        try:
+            number = float(value)
+        except ValueError:
+            raise TypeError(f"{key} must be a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise TypeError(f"{key} must be a finite number, got {value!r}")
+        return number
     if hint is bool and not isinstance(value, bool):
         raise TypeError(f"{key} must be true or false, got {value!r}")
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
@@ -159,8 +165,6 @@ def _coerce(key: str, value, hint):
 
 
 def _unknown_key_message(key: str) -> str:
-    if key in DERIVED_KEYS:
-        return f"{key} cannot be set: {DERIVED_KEYS[key]}"
     close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.5)
     if not close:  # maybe the right key in the wrong section
         leaf = key.rsplit(".", 1)[-1]
@@ -208,7 +212,7 @@ def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
     hints = _field_types()
     cfg = RunConfig()
     for key, value in values.items():
-        if key not in hints or key in DERIVED_KEYS:
+        if key not in hints:
             problems.append(_unknown_key_message(key))
             continue
         try:
@@ -232,6 +236,8 @@ def validate(cfg: RunConfig) -> list[str]:
     """Impossible values in a type-correct config, as messages naming the keys."""
     problems = []
     m, t = cfg.model, cfg.train
+    if m.vocab_size < 0:
+        problems.append(f"model.vocab_size must be >= 0 (0: from the corpus), got {m.vocab_size}")
     positive = {
         "model.n_layer": m.n_layer,
         "model.n_head": m.n_head,
@@ -257,7 +263,9 @@ def validate(cfg: RunConfig) -> list[str]:
     if not 0 < cfg.data.val_fraction < 1:
         problems.append(f"data.val_fraction must be in (0, 1), got {cfg.data.val_fraction}")
     if cfg.data.decode_errors not in ("strict", "replace"):
-        problems.append(f"data.decode_errors must be strict or replace, got {cfg.data.decode_errors!r}")
+        problems.append(
+            f"data.decode_errors must be strict or replace, got {cfg.data.decode_errors!r}"
+        )
     if cfg.device not in DEVICES:
         problems.append(f"device must be one of {', '.join(DEVICES)}, got {cfg.device!r}")
     if not 0 <= t.min_lr <= t.learning_rate:
@@ -324,8 +332,4 @@ def config_from_dict(tree: dict) -> RunConfig:
     Raises:
         ConfigError: if the dict does not describe a valid config.
     """
-    flat = _flatten(tree)
-    vocab_size = flat.pop("model.vocab_size", 0)
-    cfg = build_config(flat)
-    cfg.model.vocab_size = vocab_size
-    return cfg
+    return build_config(_flatten(tree))

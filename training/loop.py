@@ -162,8 +162,16 @@ def train(cfg: RunConfig) -> TrainResult:
     resume_path = _check_out_dir(cfg, out_dir)
     seed_everything(cfg.seed)
 
-    corpus = prepare_corpus(cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir, cfg.data.decode_errors)
+    corpus = prepare_corpus(
+        cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir, cfg.data.decode_errors
+    )
     corpus.check_fits(cfg.model.block_size)
+    if cfg.model.vocab_size not in (0, corpus.tokenizer.vocab_size):
+        raise ConfigError(
+            f"model.vocab_size is {cfg.model.vocab_size} but {cfg.data.path} has "
+            f"{corpus.tokenizer.vocab_size} distinct characters; leave model.vocab_size "
+            "at 0 (it is set from the corpus)"
+        )
     cfg.model.vocab_size = corpus.tokenizer.vocab_size
 
     ckpt = None
@@ -246,10 +254,14 @@ def train(cfg: RunConfig) -> TrainResult:
         if improved:
             save_checkpoint(checkpoint_payload(with_optimizer=False), out_dir / BEST_NAME)
 
-    writer = SummaryWriter(log_dir=str(out_dir), purge_step=result.iter_num or None)
+    writer = SummaryWriter(
+        log_dir=str(out_dir), purge_step=result.iter_num + 1 if result.iter_num else None
+    )
     start_iter = result.iter_num
     if start_iter >= tc.max_iters:
-        tqdm.write(f"nothing to do: the run has {start_iter} steps and train.max_iters={tc.max_iters}")
+        tqdm.write(
+            f"nothing to do: the run has {start_iter} steps and train.max_iters={tc.max_iters}"
+        )
     tqdm.write(
         f"training on {device}: {model.num_params() / 1e6:.2f} M parameters, "
         f"vocab {corpus.tokenizer.vocab_size}, {tokens_per_iter} tokens/step, "
@@ -265,7 +277,9 @@ def train(cfg: RunConfig) -> TrainResult:
                 if stop.requested:
                     result.interrupted = True
                     break
-                lr = learning_rate_at(it, tc.learning_rate, tc.min_lr, tc.warmup_iters, tc.lr_decay_iters)
+                lr = learning_rate_at(
+                    it, tc.learning_rate, tc.min_lr, tc.warmup_iters, tc.lr_decay_iters
+                )
                 for group in optimizer.param_groups:
                     group["lr"] = lr
                 loss_sum = torch.zeros((), device=device)
@@ -297,14 +311,18 @@ def train(cfg: RunConfig) -> TrainResult:
                             "train.learning_rate or raise train.warmup_iters."
                         )
                     now = time.perf_counter()
-                    tokens_per_sec = tokens_per_iter * (result.iter_num - last_log_iter) / (now - last_log_time)
+                    tokens_per_sec = (
+                        tokens_per_iter * (result.iter_num - last_log_iter) / (now - last_log_time)
+                    )
                     last_log_time, last_log_iter = now, result.iter_num
                     result.losses[result.iter_num] = loss_value
                     writer.add_scalar("train/loss", loss_value, result.iter_num)
                     writer.add_scalar("train/lr", lr, result.iter_num)
                     writer.add_scalar("train/grad_norm", float(grad_norm), result.iter_num)
                     writer.add_scalar("train/tokens_per_sec", tokens_per_sec, result.iter_num)
-                    progress.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_sec:,.0f}")
+                    progress.set_postfix(
+                        loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_sec:,.0f}"
+                    )
 
                 if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
                     evaluate_and_save(writer, started)
@@ -321,4 +339,11 @@ def train(cfg: RunConfig) -> TrainResult:
     return result
 
 
-__all__ = ["train", "TrainResult", "NonFiniteLossError", "CheckpointError", "CKPT_NAME", "BEST_NAME"]
+__all__ = [
+    "train",
+    "TrainResult",
+    "NonFiniteLossError",
+    "CheckpointError",
+    "CKPT_NAME",
+    "BEST_NAME",
+]

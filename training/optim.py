@@ -47,6 +47,4 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device_type: str) -> tor
     for g in groups:
         del g["names"]
     fast = {"fused": True} if device_type == "cuda" else {"foreach": True}
-    return torch.optim.AdamW(
-        groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **fast
-    )
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **fast)

@@ -1,0 +1,46 @@
+"""Shared fixtures: the real Tiny Shakespeare corpus and tiny run configs."""
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+KOREAN = ROOT.parent / "shared" / "data" / "korean" / "input.txt"
+
+
+@pytest.fixture
+def shakespeare_path() -> Path:
+    if not SHAKESPEARE.is_file():
+        pytest.skip(f"real corpus not found at {SHAKESPEARE}")
+    return SHAKESPEARE
+
+
+@pytest.fixture
+def korean_path() -> Path:
+    if not KOREAN.is_file():
+        pytest.skip(f"Korean corpus not found at {KOREAN}")
+    return KOREAN
+
+
+def tiny_overrides(tmp_path: Path, corpus: Path, **extra) -> list[str]:
+    """Overrides for a run small enough to take a second or two on CPU."""
+    values = {
+        "out_dir": tmp_path / "run",
+        "device": "cpu",
+        "data.path": corpus,
+        "data.cache_dir": tmp_path / "cache",
+        "model.n_layer": 2,
+        "model.n_head": 2,
+        "model.n_embd": 32,
+        "model.block_size": 32,
+        "train.batch_size": 8,
+        "train.max_iters": 6,
+        "train.eval_interval": 3,
+        "train.log_interval": 1,
+        "train.warmup_iters": 2,
+        "train.eval_train_tokens": 2048,
+        "train.eval_batch_size": 512,
+    }
+    values.update(extra)
+    return [f"{k}={v}" for k, v in values.items()]

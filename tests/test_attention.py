@@ -1,0 +1,77 @@
+import math
+
+import pytest
+import torch
+
+from model import GPT, CausalSelfAttention, GPTConfig, explicit_attention
+
+
+def reference_attention(q, k, v):
+    """softmax(QKᵀ/√d_k) V with a causal mask, one query row at a time."""
+    B, H, T, d = q.shape
+    out = torch.zeros_like(q)
+    weights = torch.zeros(B, H, T, T)
+    for i in range(T):
+        scores = (q[:, :, i : i + 1] @ k[:, :, : i + 1].transpose(-2, -1)) / math.sqrt(d)
+        w = torch.softmax(scores, dim=-1)  # only keys 0..i exist for query i
+        weights[:, :, i, : i + 1] = w[:, :, 0]
+        out[:, :, i] = (w @ v[:, :, : i + 1])[:, :, 0]
+    return out, weights
+
+
+def test_explicit_attention_matches_the_formula():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 7, 5) for _ in range(3))
+    out, weights = explicit_attention(q, k, v)
+    ref_out, ref_weights = reference_attention(q, k, v)
+    torch.testing.assert_close(weights, ref_weights, atol=1e-6, rtol=0)
+    torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=0)
+
+
+def test_weights_rows_sum_to_one_and_future_is_zero():
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(GPTConfig(vocab_size=10, n_embd=24, n_head=3, block_size=16))
+    _, weights = attn(torch.randn(2, 9, 24), return_weights=True)
+    assert weights.shape == (2, 3, 9, 9)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 9))
+    above = torch.ones(9, 9, dtype=torch.bool).triu(1)
+    assert torch.all(weights[..., above] == 0)
+    assert torch.all(weights[..., ~above] > 0)
+
+
+@pytest.mark.parametrize("T", [1, 5, 16])
+def test_fast_path_equals_explicit_path(T):
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(GPTConfig(vocab_size=10, n_embd=32, n_head=4, block_size=16))
+    attn.eval()
+    x = torch.randn(3, T, 32)
+    fast = attn(x)
+    slow, _ = attn(x, return_weights=True)
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+
+
+def test_model_is_causal():
+    """Changing tokens after position t must leave logits at positions <= t unchanged."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32))
+    model.eval()
+    idx = torch.randint(0, 20, (2, 16))
+    t = 6
+    changed = idx.clone()
+    changed[:, t + 1 :] = (idx[:, t + 1 :] + 1) % 20
+    for return_attention in (False, True):
+        a = model(idx, return_attention=return_attention)[0]
+        b = model(changed, return_attention=return_attention)[0]
+        torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], atol=1e-6, rtol=0)
+        assert (a[:, t + 1 :] - b[:, t + 1 :]).abs().max() > 1e-3  # the future does matter
+
+
+def test_model_attention_weights_and_logits_match_fast_path():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=20, block_size=16, n_layer=3, n_head=2, n_embd=32))
+    model.eval()
+    idx = torch.randint(0, 20, (2, 10))
+    fast, _ = model(idx)
+    slow, _, weights = model(idx, return_attention=True)
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+    assert len(weights) == 3 and weights[0].shape == (2, 2, 10, 10)

@@ -1,0 +1,109 @@
+from pathlib import Path
+
+import pytest
+
+from training.config import ConfigError, RunConfig, config_from_dict, load_config
+
+CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    cfg = load_config(path)
+    assert cfg.out_dir == f"runs/{path.stem}"
+    assert cfg.model.n_embd % cfg.model.n_head == 0
+    assert cfg.train.lr_decay_iters is not None
+
+
+def test_shipped_configs_exist():
+    assert {p.name for p in CONFIGS} >= {"shakespeare_char.yaml", "shakespeare_char_cpu.yaml"}
+
+
+def test_gpu_reference_recipe():
+    cfg = load_config(CONFIGS[0].parent / "shakespeare_char.yaml")
+    m, t = cfg.model, cfg.train
+    assert (m.n_layer, m.n_head, m.n_embd, m.block_size, m.dropout) == (6, 6, 384, 256, 0.2)
+    assert (t.batch_size, t.learning_rate, t.max_iters, t.warmup_iters) == (64, 1e-3, 5000, 100)
+    assert (t.min_lr, t.beta2) == (1e-4, 0.99)
+
+
+def test_overrides_are_typed():
+    cfg = load_config(
+        None,
+        [
+            "train.max_iters=123",
+            "train.learning_rate=3e-4",
+            "model.dropout=0",
+            "train.resume=true",
+            "data.path=my file.txt",
+            "out_dir=runs/x",
+        ],
+    )
+    assert cfg.train.max_iters == 123 and cfg.train.lr_decay_iters == 123
+    assert cfg.train.learning_rate == 3e-4
+    assert cfg.model.dropout == 0.0 and isinstance(cfg.model.dropout, float)
+    assert cfg.train.resume is True
+    assert cfg.data.path == "my file.txt"
+    assert cfg.out_dir == "runs/x"
+    assert load_config().out_dir == "runs/default"
+
+
+def test_unknown_keys_suggest_close_names():
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["train.learning_rat=1e-3", "n_layer=4"])
+    msg = str(err.value)
+    assert "train.learning_rate" in msg
+    assert "model.n_layer" in msg
+
+
+def test_several_problems_reported_together():
+    with pytest.raises(ConfigError) as err:
+        load_config(
+            None,
+            ["model.n_embd=100", "model.n_head=3", "train.max_iters=ten", "model.dropout=1.5"],
+        )
+    msg = str(err.value)
+    assert "train.max_iters must be an integer" in msg
+    # Type errors are reported first; fix them and the value problems appear together.
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["model.n_embd=100", "model.n_head=3", "model.dropout=1.5", "device=tpu"])
+    msg = str(err.value)
+    assert "divisible by model.n_head" in msg
+    assert "model.dropout" in msg
+    assert "device" in msg
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.n_layer=0", "model.n_layer must be > 0"),
+        ("train.batch_size=-2", "train.batch_size must be > 0"),
+        ("train.resume=yes please", "train.resume must be true or false"),
+        ("model.vocab_size=-1", "model.vocab_size must be >= 0"),
+        ("train.max_iters", "section.key=value"),
+        ("data.val_fraction=0", "data.val_fraction"),
+    ],
+)
+def test_bad_values(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
+
+
+def test_bad_yaml_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: [1, 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
+    path.write_text("model:\n  n_layers: 4\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="model.n_layer"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_round_trip_through_dict():
+    cfg = load_config(None, ["model.n_layer=3"])
+    cfg.model.vocab_size = 65
+    again = config_from_dict(cfg.to_dict())
+    assert again == cfg
+    assert isinstance(again, RunConfig)

@@ -1,0 +1,106 @@
+import numpy as np
+import pytest
+import torch
+
+from data import BatchSampler, CorpusError, evaluation_windows, prepare_corpus
+
+
+def test_tiny_shakespeare_split(shakespeare_path, tmp_path):
+    corpus = prepare_corpus(shakespeare_path, 0.1, tmp_path)
+    assert (len(corpus.train_ids), len(corpus.val_ids)) == (1_003_854, 111_540)
+    assert corpus.train_ids.dtype == np.uint16
+    assert corpus.tokenizer.vocab_size == 65
+    text = shakespeare_path.read_text(encoding="utf-8")
+    assert corpus.tokenizer.decode(corpus.val_ids[:50]) == text[1_003_854 : 1_003_854 + 50]
+
+
+def test_korean_corpus(korean_path, tmp_path):
+    corpus = prepare_corpus(korean_path, 0.1, tmp_path)
+    text = korean_path.read_text(encoding="utf-8")
+    assert corpus.tokenizer.vocab_size == len(set(text))
+    assert corpus.tokenizer.vocab_size > 1000
+    assert len(corpus.train_ids) + len(corpus.val_ids) == len(text)
+    assert corpus.tokenizer.decode(corpus.train_ids[:100]) == text[:100]
+
+
+def test_cache_is_reused_and_rebuilt_when_the_corpus_changes(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("abcabcabc" * 20, encoding="utf-8")
+    first = prepare_corpus(path, 0.1, tmp_path / "cache")
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    again = prepare_corpus(path, 0.1, tmp_path / "cache")
+    assert again.tokenizer.chars == first.tokenizer.chars
+    np.testing.assert_array_equal(again.train_ids, first.train_ids)
+    path.write_text("xyzxyz" * 20, encoding="utf-8")
+    changed = prepare_corpus(path, 0.1, tmp_path / "cache")
+    assert changed.tokenizer.chars == ["x", "y", "z"]
+    assert len(list((tmp_path / "cache").iterdir())) == 2
+
+
+def test_bom_and_crlf_are_normalised(tmp_path):
+    path = tmp_path / "w.txt"
+    path.write_bytes("\ufeffab\r\ncd\rx".encode())
+    corpus = prepare_corpus(path, 0.5, tmp_path / "cache")
+    assert corpus.tokenizer.chars == ["\n", "a", "b", "c", "d", "x"]
+
+
+def test_bad_corpora_fail_clearly(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    with pytest.raises(CorpusError, match="empty"):
+        prepare_corpus(empty, 0.1, tmp_path / "cache")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"abc\xff\n")
+    with pytest.raises(CorpusError, match="byte offset 3.*decode_errors=replace"):
+        prepare_corpus(bad, 0.1, tmp_path / "cache")
+    assert "\ufffd" in prepare_corpus(bad, 0.2, tmp_path / "c2", "replace").tokenizer.chars
+    with pytest.raises(CorpusError, match="no such file"):
+        prepare_corpus(tmp_path / "missing.txt", 0.1, tmp_path / "cache")
+
+
+def test_split_too_short_for_block_size(tmp_path):
+    path = tmp_path / "short.txt"
+    path.write_text("hello\nworld\n", encoding="utf-8")
+    corpus = prepare_corpus(path, 0.1, tmp_path / "cache")
+    with pytest.raises(CorpusError, match="block_size"):
+        corpus.check_fits(16)
+
+
+def test_batches_are_windows_shifted_by_one():
+    ids = np.arange(1000, dtype=np.uint16)
+    sampler = BatchSampler(ids, block_size=16, batch_size=64, seed=0, device="cpu")
+    x, y = sampler.next_batch()
+    assert x.shape == y.shape == (64, 16) and x.dtype == torch.int64
+    assert torch.equal(y[:, :-1], x[:, 1:])
+    assert torch.equal(x[:, 1:] - x[:, :-1], torch.ones(64, 15, dtype=torch.int64))
+    assert int(y.max()) <= 999
+
+
+def test_sampler_state_restores_the_same_batches():
+    ids = np.arange(500, dtype=np.uint16)
+    a = BatchSampler(ids, 8, 4, seed=1, device="cpu")
+    a.next_batch()
+    state = a.state_dict()
+    expected = a.next_batch()[0]
+    b = BatchSampler(ids, 8, 4, seed=99, device="cpu")
+    b.load_state_dict(state)
+    assert torch.equal(b.next_batch()[0], expected)
+
+
+@pytest.mark.parametrize("n", [17, 33, 100, 129])
+def test_evaluation_windows_cover_every_target_once(n):
+    ids = np.arange(n, dtype=np.uint16)
+    x, y = evaluation_windows(ids, block_size=16)
+    counted = y[y != -1]
+    assert sorted(counted.tolist()) == list(range(1, n))  # every target exactly once
+    full = x[:, 1:]
+    assert torch.equal(full, torch.where(y[:, :-1] == -1, full, y[:, :-1]))
+
+
+def test_evaluation_sample_is_fixed_and_capped():
+    ids = np.arange(10_000, dtype=np.uint16)
+    x1, y1 = evaluation_windows(ids, 32, max_tokens=1024)
+    x2, _ = evaluation_windows(ids, 32, max_tokens=1024)
+    assert torch.equal(x1, x2)
+    assert y1.numel() == 1024
+    assert len(set(y1.flatten().tolist())) == 1024  # windows do not overlap

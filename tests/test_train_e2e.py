@@ -1,0 +1,136 @@
+"""End to end: train a tiny model on the real corpus, read back what it wrote, resume,
+and sample from it."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import ROOT, tiny_overrides
+from training import ConfigError, load_checkpoint, load_config, train
+
+REQUIRED_TAGS = {
+    "train/loss",
+    "val/loss",
+    "val/bpc",
+    "train/lr",
+    "train/grad_norm",
+    "train/tokens_per_sec",
+}
+
+
+def read_scalars(folder):
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+@pytest.fixture
+def trained_run(tmp_path, shakespeare_path):
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path))
+    result = train(cfg)
+    return cfg, result
+
+
+def test_run_writes_checkpoint_config_and_events(trained_run):
+    cfg, result = trained_run
+    out = result.out_dir
+    assert result.iter_num == 6 and not result.interrupted
+    assert (out / "ckpt.pt").is_file() and (out / "best.pt").is_file()
+    assert load_config(out / "config.yaml").model.n_embd == 32
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == 6
+    assert len(ckpt["vocab"]) == 65 and ckpt["model_config"]["vocab_size"] == 65
+    assert "optimizer" in ckpt and "sampler" in ckpt["rng"]
+    scalars = read_scalars(out)
+    assert REQUIRED_TAGS <= set(scalars)
+    assert [s for s, _ in scalars["train/loss"]] == [1, 2, 3, 4, 5, 6]
+    assert [s for s, _ in scalars["val/loss"]] == [3, 6]
+    for (_, nats), (_, bits) in zip(scalars["val/loss"], scalars["val/bpc"], strict=True):
+        assert bits == pytest.approx(nats / 0.6931471805599453, rel=1e-5)
+    assert scalars["val/loss"][-1][1] == pytest.approx(result.best_val_loss, rel=1e-6)
+    assert [e["iter"] for e in result.evals] == [3, 6]
+
+
+def test_new_run_refuses_to_overwrite(trained_run, tmp_path, shakespeare_path):
+    with pytest.raises(ConfigError, match="train.resume=true.*out_dir.*train.overwrite=true"):
+        train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+
+
+def test_resume_matches_an_uninterrupted_run(tmp_path, shakespeare_path):
+    common = {"model.dropout": 0.1, "train.lr_decay_iters": 10}
+    full = train(
+        load_config(
+            None,
+            tiny_overrides(
+                tmp_path / "full", shakespeare_path, **common, **{"train.max_iters": 10}
+            ),
+        )
+    )
+    first = train(
+        load_config(
+            None,
+            tiny_overrides(
+                tmp_path / "split", shakespeare_path, **common, **{"train.max_iters": 5}
+            ),
+        )
+    )
+    assert first.iter_num == 5
+    second = train(
+        load_config(
+            None,
+            tiny_overrides(
+                tmp_path / "split",
+                shakespeare_path,
+                **common,
+                **{"train.max_iters": 10, "train.resume": True},
+            ),
+        )
+    )
+    assert second.iter_num == 10
+    assert sorted(second.losses) == list(range(6, 11))  # continued from step 5
+    resumed = {**first.losses, **second.losses}
+    assert resumed == full.losses  # bitwise-equal losses at every step
+    lrs_full = read_scalars(tmp_path / "full" / "run")["train/lr"]
+    lrs_split = read_scalars(tmp_path / "split" / "run")["train/lr"]
+    assert sorted(lrs_split) == lrs_full
+
+
+def run_sample(out_dir, *extra):
+    cmd = [sys.executable, str(ROOT / "sample.py"), "--out-dir", str(out_dir), "--device", "cpu"]
+    return subprocess.run(
+        cmd + list(extra), capture_output=True, text=True, encoding="utf-8", cwd=ROOT
+    )
+
+
+def test_sample_is_deterministic_and_starts_with_prompt(trained_run):
+    _, result = trained_run
+    args = ["--prompt", "ROMEO:", "--max-new-tokens", "40", "--num-samples", "2", "--seed", "7"]
+    a = run_sample(result.out_dir, *args)
+    b = run_sample(result.out_dir, *args)
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    samples = a.stdout.split("\n" + "-" * 40 + "\n")
+    assert len(samples) == 2
+    for s in samples:
+        assert s.startswith("ROMEO:")
+        assert len(s.rstrip("\n")) >= 40  # prompt + 40 characters (some may be newlines)
+    c = run_sample(result.out_dir, *args[:-1], "8")
+    assert c.stdout != a.stdout
+
+
+def test_sample_rejects_unknown_prompt_characters(trained_run):
+    _, result = trained_run
+    r = run_sample(result.out_dir, "--prompt", "ROMEO: 새~")
+    assert r.returncode == 2
+    assert "'새' (U+C0C8) at position 7" in r.stderr
+    assert "'~' (U+007E) at position 8" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_checkpoint_has_no_code_and_loads_weights_only(trained_run):
+    _, result = trained_run
+    ckpt = torch.load(result.out_dir / "ckpt.pt", weights_only=True)
+    assert ckpt["format_version"] == 1
