@@ -134,3 +134,13 @@ def test_checkpoint_has_no_code_and_loads_weights_only(trained_run):
     _, result = trained_run
     ckpt = torch.load(result.out_dir / "ckpt.pt", weights_only=True)
     assert ckpt["format_version"] == 1
+
+
+def test_korean_corpus_trains_and_samples(tmp_path, korean_path):
+    cfg = load_config(None, tiny_overrides(tmp_path, korean_path, **{"train.max_iters": 3}))
+    result = train(cfg)
+    ckpt = load_checkpoint(result.out_dir / "ckpt.pt")
+    assert len(ckpt["vocab"]) > 1000 and "새" in ckpt["vocab"]
+    r = run_sample(result.out_dir, "--prompt", "새가 하늘을", "--max-new-tokens", "20")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("새가 하늘을")
