@@ -59,15 +59,17 @@ class Corpus:
         Raises:
             CorpusError: giving both split sizes, block_size and the fixes.
         """
-        for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
-            if len(ids) < block_size + 1:
-                raise CorpusError(
-                    f"{self.path}: the {name} split has {len(ids)} characters "
-                    f"(train {len(self.train_ids)}, validation {len(self.val_ids)}) but "
-                    f"one training window needs block_size + 1 = {block_size + 1}. "
-                    "Use a longer text, a smaller model.block_size, or change "
-                    "data.val_fraction."
-                )
+        sizes = {"training": len(self.train_ids), "validation": len(self.val_ids)}
+        too_short = [name for name, n in sizes.items() if n < block_size + 1]
+        if too_short:
+            raise CorpusError(
+                f"{self.path}: the {' and '.join(too_short)} split"
+                f"{'s are' if len(too_short) > 1 else ' is'} too short for model.block_size="
+                f"{block_size}: train has {sizes['training']} characters, validation "
+                f"{sizes['validation']}, and each needs at least block_size + 1 = "
+                f"{block_size + 1}. Use a longer text, a smaller model.block_size, or "
+                "another data.val_fraction."
+            )
 
 
 def normalize_newlines(text: str) -> str:

@@ -60,17 +60,21 @@ def test_several_problems_reported_together():
     with pytest.raises(ConfigError) as err:
         load_config(
             None,
-            ["model.n_embd=100", "model.n_head=3", "train.max_iters=ten", "model.dropout=1.5"],
+            [
+                "model.n_embd=100",
+                "model.n_head=3",
+                "train.max_iters=ten",
+                "model.dropout=1.5",
+                "device=tpu",
+                "train.batch_size=0",
+            ],
         )
     msg = str(err.value)
     assert "train.max_iters must be an integer" in msg
-    # Type errors are reported first; fix them and the value problems appear together.
-    with pytest.raises(ConfigError) as err:
-        load_config(None, ["model.n_embd=100", "model.n_head=3", "model.dropout=1.5", "device=tpu"])
-    msg = str(err.value)
     assert "divisible by model.n_head" in msg
-    assert "model.dropout" in msg
-    assert "device" in msg
+    assert "model.dropout must be in [0, 1)" in msg
+    assert "device must be one of" in msg
+    assert "train.batch_size must be > 0" in msg
 
 
 @pytest.mark.parametrize(

@@ -225,8 +225,9 @@ def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
         for section in sections:
             target = getattr(target, section)
         setattr(target, leaf, value)
-    if not problems:
-        problems += validate(cfg)
+    # Values that failed their type check kept their defaults, so the remaining
+    # values can still be checked: every problem is reported in one message.
+    problems += validate(cfg)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     return cfg

@@ -175,6 +175,9 @@ class Trainer:
         self.tokens_per_iter = tc.batch_size * tc.gradient_accumulation_steps * cfg.model.block_size
         self.writer = None
         self.started = time.perf_counter()
+        # First iteration (1-based, as logged) whose loss was NaN/inf, or -1. It stays
+        # on the device, so checking costs no sync per step; read before logs and saves.
+        self.first_nonfinite_step = torch.full((), -1, dtype=torch.long, device=self.device)
 
     def autocast(self):
         """Mixed-precision context for this device (bf16 on CUDA, else a no-op)."""
@@ -202,6 +205,8 @@ class Trainer:
             loss = loss / tc.gradient_accumulation_steps
             loss.backward()
             loss_sum += loss.detach()
+        newly_bad = (self.first_nonfinite_step < 0) & ~torch.isfinite(loss_sum)
+        self.first_nonfinite_step = torch.where(newly_bad, step + 1, self.first_nonfinite_step)
         params = [p for p in self.model.parameters() if p.grad is not None]
         if tc.grad_clip > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(params, tc.grad_clip)
@@ -257,8 +262,25 @@ class Trainer:
             }
         return payload
 
+    def check_finite(self) -> None:
+        """Raise NonFiniteLossError if any training loss so far was NaN or infinite;
+        called before every log and save, so no non-finite model is ever written."""
+        bad_step = int(self.first_nonfinite_step)
+        if bad_step >= 0:
+            raise NonFiniteLossError(
+                f"the training loss became NaN or infinite at iteration {bad_step}; "
+                f"training stopped and the last good checkpoint in {self.out_dir} is kept. "
+                "Lower train.learning_rate, raise train.warmup_iters, or set train.grad_clip."
+            )
+
+    def save(self) -> None:
+        """Write ckpt.pt (the full training state), after checking the run is finite."""
+        self.check_finite()
+        save_checkpoint(self.checkpoint(), self.out_dir / CKPT_NAME)
+
     def evaluate_and_save(self) -> None:
         """Evaluate, log to TensorBoard, write ckpt.pt (and best.pt if improved)."""
+        self.check_finite()
         ev = self.evaluate()
         step = ev["iter"]
         self.writer.add_scalar("val/loss", ev["val_loss"], step)
@@ -275,20 +297,15 @@ class Trainer:
             f"({ev['val_bpc']:.4f} bits/char), {ev['seconds']:.0f} s"
             + (" *best*" if improved else "")
         )
-        save_checkpoint(self.checkpoint(), self.out_dir / CKPT_NAME)
+        self.save()
         if improved:
             save_checkpoint(self.checkpoint(with_training_state=False), self.out_dir / BEST_NAME)
 
     def log_step(self, loss_sum: torch.Tensor, grad_norm: torch.Tensor, lr: float, rate: float):
         """Write the training scalars for the current step; raise on a non-finite loss."""
         step = self.result.iter_num
-        loss = loss_sum.item()  # the one host-device sync between log intervals
-        if not math.isfinite(loss):
-            raise NonFiniteLossError(
-                f"the training loss is {loss} at iteration {step}; the last good checkpoint "
-                f"in {self.out_dir} is kept. Lower train.learning_rate or raise "
-                "train.warmup_iters."
-            )
+        self.check_finite()
+        loss = loss_sum.item()  # with check_finite, the only host-device syncs per interval
         self.result.losses[step] = loss
         self.writer.add_scalar("train/loss", loss, step)
         self.writer.add_scalar("train/lr", lr, step)
@@ -334,7 +351,7 @@ class Trainer:
                         self.evaluate_and_save()
                         last_log_time = time.perf_counter()  # keep eval time out of tokens/s
             if result.interrupted:
-                save_checkpoint(self.checkpoint(), self.out_dir / CKPT_NAME)
+                self.save()
                 tqdm.write(
                     f"interrupted at step {result.iter_num}; checkpoint saved to "
                     f"{self.out_dir / CKPT_NAME}. Resume with the same command plus "
