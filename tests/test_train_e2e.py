@@ -43,7 +43,8 @@ def test_run_writes_checkpoint_config_and_events(trained_run):
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["iter_num"] == 6
     assert len(ckpt["vocab"]) == 65 and ckpt["model_config"]["vocab_size"] == 65
-    assert "optimizer" in ckpt and "sampler" in ckpt["rng"]
+    assert "optimizer" in ckpt and "sampler" in ckpt["rng"]["ranks"][0]
+    assert ckpt["rng"]["world_size"] == 1
     scalars = read_scalars(out)
     assert REQUIRED_TAGS <= set(scalars)
     assert [s for s, _ in scalars["train/loss"]] == [1, 2, 3, 4, 5, 6]

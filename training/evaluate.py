@@ -1,4 +1,4 @@
-"""Deterministic evaluation: mean next-character loss over fixed windows."""
+"""Deterministic evaluation: next-character loss over fixed windows."""
 
 import math
 
@@ -13,16 +13,18 @@ def nats_to_bits(loss: float) -> float:
 
 
 @torch.no_grad()
-def evaluate_loss(
+def summed_loss(
     model: nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
     batch_size: int,
     device: torch.device,
     autocast=None,
-) -> float:
-    """Mean cross-entropy, in nats per character, over every target in ``y`` that is
-    not -1. Runs in eval mode (dropout off) and restores the previous mode.
+) -> tuple[torch.Tensor, int]:
+    """Total cross-entropy over every target in ``y`` that is not -1, and their count.
+
+    Runs in eval mode (dropout off) and restores the previous mode. Returning the sum
+    and the count (rather than their ratio) lets data-parallel ranks add theirs up.
 
     Args:
         model: returns ``(logits, loss)`` from ``model(x)``; logits (B, T, vocab_size).
@@ -32,7 +34,8 @@ def evaluate_loss(
         autocast: optional context manager factory for mixed precision.
 
     Returns:
-        The loss in nats per character (a Python float).
+        (total, count): a float64 0-dim tensor on ``device`` in nats, and the number
+        of targets it covers.
     """
     was_training = model.training
     model.eval()
@@ -53,4 +56,18 @@ def evaluate_loss(
             reduction="sum",
         )
     model.train(was_training)
+    return total, count
+
+
+def evaluate_loss(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    batch_size: int,
+    device: torch.device,
+    autocast=None,
+) -> float:
+    """Mean cross-entropy in nats per character over the targets of ``y`` (see
+    `summed_loss` for the arguments)."""
+    total, count = summed_loss(model, x, y, batch_size, device, autocast)
     return total.item() / count

@@ -5,6 +5,7 @@ deterministic evaluation, checkpoints and TensorBoard logging.
     result = train(load_config("configs/shakespeare_char_cpu.yaml", ["train.max_iters=100"]))
 """
 
+import contextlib
 import math
 import random
 import time
@@ -14,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
+from torch.distributed import ReduceOp
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
@@ -27,8 +30,14 @@ from training.checkpoint import (
     strip_compiled_prefix,
 )
 from training.config import ConfigError, RunConfig
-from training.device import autocast_context, resolve_device
-from training.evaluate import evaluate_loss, nats_to_bits
+from training.device import autocast_context
+from training.distributed import (
+    all_reduce,
+    gather_to_main,
+    init_distributed,
+    shutdown_distributed,
+)
+from training.evaluate import nats_to_bits, summed_loss
 from training.interrupt import StopRequest
 from training.optim import build_optimizer
 from training.schedule import learning_rate_at
@@ -119,6 +128,10 @@ class Trainer:
     Construction does all the checking and loading (so bad input fails before any
     training); `run` trains.
 
+    Under torchrun (see `training.distributed`) each rank builds a Trainer: ranks
+    draw different batches, gradients are averaged by DDP, evaluation is split
+    across ranks and summed, and rank 0 alone writes files.
+
     Args:
         cfg: a validated RunConfig (see `training.config.load_config`).
 
@@ -130,7 +143,7 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
-        self.device = resolve_device(cfg.device)
+        self.dist, self.device = init_distributed(cfg.device)
         self.out_dir = Path(cfg.out_dir)
         resume_path = _resume_path(cfg)
         seed_everything(cfg.seed)
@@ -156,23 +169,38 @@ class Trainer:
             self.model.load_state_dict(strip_compiled_prefix(ckpt["model"]))
         self.model.to(self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
+        # Each rank draws its own batches; rank 0 keeps the single-process stream.
         self.sampler = BatchSampler(
-            self.corpus.train_ids, cfg.model.block_size, tc.batch_size, cfg.seed, self.device
+            self.corpus.train_ids,
+            cfg.model.block_size,
+            tc.batch_size,
+            cfg.seed + self.dist.rank,
+            self.device,
         )
         self.result = TrainResult(out_dir=self.out_dir)
         if ckpt is not None:
             self.optimizer.load_state_dict(ckpt["optimizer"])  # moved to the params' device
-            self.sampler.load_state_dict(ckpt["rng"]["sampler"])
-            restore_rng_state(ckpt["rng"], self.device)
+            self._restore_rng(ckpt["rng"], resume_path)
             self.result.iter_num = ckpt["iter_num"]
             self.result.best_val_loss = ckpt["best_val_loss"]
 
-        self.val_windows = evaluation_windows(self.corpus.val_ids, cfg.model.block_size)
-        self.train_windows = evaluation_windows(
+        # Evaluation windows are split across ranks; their losses are summed.
+        rank, world = self.dist.rank, self.dist.world_size
+        val_x, val_y = evaluation_windows(self.corpus.val_ids, cfg.model.block_size)
+        train_x, train_y = evaluation_windows(
             self.corpus.train_ids, cfg.model.block_size, tc.eval_train_tokens
         )
+        self.val_windows = (val_x[rank::world], val_y[rank::world])
+        self.train_windows = (train_x[rank::world], train_y[rank::world])
         self.run_model = torch.compile(self.model) if tc.compile else self.model
-        self.tokens_per_iter = tc.batch_size * tc.gradient_accumulation_steps * cfg.model.block_size
+        # Evaluation bypasses DDP, whose forward expects a backward pass to follow.
+        self.eval_model = self.run_model
+        if self.dist.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.run_model = DistributedDataParallel(self.run_model, device_ids=ids)
+        self.tokens_per_iter = (
+            tc.batch_size * tc.gradient_accumulation_steps * cfg.model.block_size * world
+        )
         self.writer = None
         self.started = time.perf_counter()
         # First iteration (1-based, as logged) whose loss was NaN/inf, or -1. It stays
@@ -197,13 +225,21 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         loss_sum = torch.zeros((), device=self.device)
-        for _ in range(tc.gradient_accumulation_steps):
+        for micro_step in range(tc.gradient_accumulation_steps):
             x, y = self.sampler.next_batch()
-            with self.autocast():
+            # Under DDP, gradients are averaged across ranks on the last micro-step only.
+            last = micro_step == tc.gradient_accumulation_steps - 1
+            sync = (
+                self.run_model.no_sync()
+                if self.dist.enabled and not last
+                else contextlib.nullcontext()
+            )
+            with sync, self.autocast():
                 _, loss = self.run_model(x, y)
-            # Scale so the accumulated gradient is the gradient of the mean loss.
-            loss = loss / tc.gradient_accumulation_steps
-            loss.backward()
+                # Scale so the accumulated gradient is the gradient of the mean loss.
+                loss = loss / tc.gradient_accumulation_steps
+            with sync:
+                loss.backward()
             loss_sum += loss.detach()
         newly_bad = (self.first_nonfinite_step < 0) & ~torch.isfinite(loss_sum)
         self.first_nonfinite_step = torch.where(newly_bad, step + 1, self.first_nonfinite_step)
@@ -225,11 +261,17 @@ class Trainer:
         Raises:
             NonFiniteLossError: if the validation loss is NaN or infinite.
         """
-        bs = self.cfg.train.eval_batch_size
-        val_loss = evaluate_loss(self.run_model, *self.val_windows, bs, self.device, self.autocast)
-        train_loss = evaluate_loss(
-            self.run_model, *self.train_windows, bs, self.device, self.autocast
-        )
+        losses = []
+        for x, y in (self.val_windows, self.train_windows):
+            total, count = summed_loss(
+                self.eval_model, x, y, self.cfg.train.eval_batch_size, self.device, self.autocast
+            )
+            totals = torch.stack(
+                [total, torch.tensor(count, dtype=torch.float64, device=self.device)]
+            )
+            all_reduce(totals, self.dist)  # every rank gets the same loss
+            losses.append((totals[0] / totals[1]).item())
+        val_loss, train_loss = losses
         if not math.isfinite(val_loss):
             raise NonFiniteLossError(
                 f"the validation loss is {val_loss} at iteration {self.result.iter_num}; the "
@@ -256,16 +298,40 @@ class Trainer:
         }
         if with_training_state:
             payload["optimizer"] = self.optimizer.state_dict()
+            rng = {**capture_rng_state(self.device), "sampler": self.sampler.state_dict()}
             payload["rng"] = {
-                **capture_rng_state(self.device),
-                "sampler": self.sampler.state_dict(),
+                "world_size": self.dist.world_size,
+                "ranks": gather_to_main(rng, self.dist),
             }
         return payload
 
+    def _restore_rng(self, saved: dict, path: Path) -> None:
+        """Give each rank back its own RNG and sampler states from the checkpoint.
+
+        Raises:
+            ConfigError: if the checkpoint was written by a different number of ranks.
+        """
+        if saved["world_size"] != self.dist.world_size:
+            raise ConfigError(
+                f"{path} was written by {saved['world_size']} process(es) and this run has "
+                f"{self.dist.world_size}: resume with torchrun --nproc_per_node="
+                f"{saved['world_size']} (or without torchrun for 1) to continue exactly"
+            )
+        state = saved["ranks"][self.dist.rank]
+        self.sampler.load_state_dict(state["sampler"])
+        restore_rng_state(state, self.device)
+
+    def say(self, message: str) -> None:
+        """Print a line above the progress bar (rank 0 only)."""
+        if self.dist.is_main:
+            tqdm.write(message)
+
     def check_finite(self) -> None:
-        """Raise NonFiniteLossError if any training loss so far was NaN or infinite;
-        called before every log and save, so no non-finite model is ever written."""
-        bad_step = int(self.first_nonfinite_step)
+        """Raise NonFiniteLossError if any training loss so far was NaN or infinite
+        (on any rank); called before every log and save, so no non-finite model is
+        ever written."""
+        bad = all_reduce(self.first_nonfinite_step.clone(), self.dist, op=ReduceOp.MAX)
+        bad_step = int(bad)
         if bad_step >= 0:
             raise NonFiniteLossError(
                 f"the training loss became NaN or infinite at iteration {bad_step}; "
@@ -274,68 +340,103 @@ class Trainer:
             )
 
     def save(self) -> None:
-        """Write ckpt.pt (the full training state), after checking the run is finite."""
+        """Write ckpt.pt (the full training state), after checking the run is finite.
+        Every rank must call it (RNG states are gathered); rank 0 writes."""
         self.check_finite()
-        save_checkpoint(self.checkpoint(), self.out_dir / CKPT_NAME)
+        payload = self.checkpoint()
+        if self.dist.is_main:
+            save_checkpoint(payload, self.out_dir / CKPT_NAME)
 
     def evaluate_and_save(self) -> None:
         """Evaluate, log to TensorBoard, write ckpt.pt (and best.pt if improved)."""
         self.check_finite()
         ev = self.evaluate()
+        self.result.evals.append(ev)
+        improved = ev["val_loss"] < self.result.best_val_loss
+        if improved:
+            self.result.best_val_loss = ev["val_loss"]
+        self.save()
+        if not self.dist.is_main:
+            return
         step = ev["iter"]
         self.writer.add_scalar("val/loss", ev["val_loss"], step)
         self.writer.add_scalar("val/bpc", ev["val_bpc"], step)
         self.writer.add_scalar("train/eval_loss", ev["train_loss"], step)
         self.writer.add_scalar("train/eval_bpc", nats_to_bits(ev["train_loss"]), step)
         self.writer.flush()
-        self.result.evals.append(ev)
-        improved = ev["val_loss"] < self.result.best_val_loss
         if improved:
-            self.result.best_val_loss = ev["val_loss"]
-        tqdm.write(
+            save_checkpoint(self.checkpoint(with_training_state=False), self.out_dir / BEST_NAME)
+        self.say(
             f"step {step}: train {ev['train_loss']:.4f}, val {ev['val_loss']:.4f} nats/char "
             f"({ev['val_bpc']:.4f} bits/char), {ev['seconds']:.0f} s"
             + (" *best*" if improved else "")
         )
-        self.save()
-        if improved:
-            save_checkpoint(self.checkpoint(with_training_state=False), self.out_dir / BEST_NAME)
 
     def log_step(self, loss_sum: torch.Tensor, grad_norm: torch.Tensor, lr: float, rate: float):
-        """Write the training scalars for the current step; raise on a non-finite loss."""
+        """Record the training scalars for the current step (the loss averaged over
+        ranks); raise on a non-finite loss.
+
+        Returns:
+            Short strings for the progress bar.
+        """
         step = self.result.iter_num
         self.check_finite()
+        loss_sum = all_reduce(loss_sum.clone(), self.dist) / self.dist.world_size
         loss = loss_sum.item()  # with check_finite, the only host-device syncs per interval
         self.result.losses[step] = loss
-        self.writer.add_scalar("train/loss", loss, step)
-        self.writer.add_scalar("train/lr", lr, step)
-        self.writer.add_scalar("train/grad_norm", float(grad_norm), step)
-        self.writer.add_scalar("train/tokens_per_sec", rate, step)
+        if self.dist.is_main:
+            self.writer.add_scalar("train/loss", loss, step)
+            self.writer.add_scalar("train/lr", lr, step)
+            self.writer.add_scalar("train/grad_norm", float(grad_norm), step)
+            self.writer.add_scalar("train/tokens_per_sec", rate, step)
         return {"loss": f"{loss:.4f}", "lr": f"{lr:.2e}", "tok/s": f"{rate:,.0f}"}
+
+    def stop_agreed(self, stop: StopRequest) -> bool:
+        """Whether to stop before the next step. A single process checks its own
+        flag every step; ranks agree (any rank stopping stops all) at log intervals,
+        so that they all leave the loop at the same step."""
+        if not self.dist.enabled:
+            return stop.requested
+        if self.result.iter_num % self.cfg.train.log_interval:
+            return False
+        flag = torch.tensor(float(stop.requested), device=self.device)
+        return bool(all_reduce(flag, self.dist, op=ReduceOp.MAX))
 
     def run(self) -> TrainResult:
         """Train from the current iteration to train.max_iters (see `train`)."""
         cfg, tc, result = self.cfg, self.cfg.train, self.result
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / "config.yaml").write_text(
-            yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8"
-        )
         start = result.iter_num
-        # On resume, drop events a stopped run may have logged after its checkpoint.
-        self.writer = SummaryWriter(str(self.out_dir), purge_step=start + 1 if start else None)
-        tqdm.write(
-            f"training on {self.device}: {self.model.num_params() / 1e6:.2f} M parameters, "
-            f"vocab {cfg.model.vocab_size}, {self.tokens_per_iter} tokens/step, "
-            f"steps {start}..{tc.max_iters} -> {self.out_dir}"
+        if self.dist.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / "config.yaml").write_text(
+                yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True),
+                encoding="utf-8",
+            )
+            # On resume, drop events a stopped run may have logged after its checkpoint.
+            self.writer = SummaryWriter(str(self.out_dir), purge_step=start + 1 if start else None)
+        world = self.dist.world_size
+        self.say(
+            f"training on {self.device}"
+            + (f" x {world} processes" if world > 1 else "")
+            + f": {self.model.num_params() / 1e6:.2f} M parameters, vocab {cfg.model.vocab_size}, "
+            f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
+            f"{world} ranks = {self.tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} "
+            f"-> {self.out_dir}"
         )
         self.started = time.perf_counter()
         last_log_time, last_log_step = self.started, start
-        progress = tqdm(total=tc.max_iters, initial=start, unit="step", dynamic_ncols=True)
+        progress = tqdm(
+            total=tc.max_iters,
+            initial=start,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not self.dist.is_main,
+        )
         self.model.train()
         try:
             with StopRequest() as stop:
                 for step in range(start, tc.max_iters):
-                    if stop.requested:
+                    if self.stop_agreed(stop):
                         result.interrupted = True
                         break
                     loss_sum, grad_norm, lr = self.train_step(step)
@@ -352,16 +453,17 @@ class Trainer:
                         last_log_time = time.perf_counter()  # keep eval time out of tokens/s
             if result.interrupted:
                 self.save()
-                tqdm.write(
+                self.say(
                     f"interrupted at step {result.iter_num}; checkpoint saved to "
                     f"{self.out_dir / CKPT_NAME}. Resume with the same command plus "
                     "train.resume=true"
                 )
             elif start >= tc.max_iters:
-                tqdm.write(f"nothing to do: the run already has {start} steps (train.max_iters)")
+                self.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
         finally:
             progress.close()
-            self.writer.close()
+            if self.writer is not None:
+                self.writer.close()
         return result
 
 
@@ -382,4 +484,7 @@ def train(cfg: RunConfig) -> TrainResult:
             before any training (see `Trainer`).
         NonFiniteLossError: if the loss becomes NaN or infinite.
     """
-    return Trainer(cfg).run()
+    try:
+        return Trainer(cfg).run()
+    finally:
+        shutdown_distributed()

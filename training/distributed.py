@@ -1,0 +1,110 @@
+"""Data-parallel training with PyTorch Distributed (DistributedDataParallel).
+
+Launch with torchrun, which sets RANK, LOCAL_RANK and WORLD_SIZE for each process:
+
+    torchrun --standalone --nproc_per_node=2 train.py --config configs/shakespeare_char.yaml
+
+Each process (rank) holds a full copy of the model and draws its own batches; DDP
+averages the gradients across ranks on every optimizer step, so the run behaves like
+one process with a global batch of batch_size x gradient_accumulation_steps x world_size.
+Without those variables everything here is a no-op and training is single-process.
+"""
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from training.config import ConfigError
+from training.device import resolve_device
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Where this process stands in the job.
+
+    Attributes:
+        rank: global index of this process, 0..world_size-1.
+        local_rank: index on this node (picks the GPU).
+        world_size: number of processes; 1 means plain single-process training.
+    """
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        """True when running under torchrun with more than one process."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 alone writes checkpoints, config.yaml, TensorBoard events and the bar."""
+        return self.rank == 0
+
+
+def init_distributed(device_name: str) -> tuple[DistContext, torch.device]:
+    """Join the process group if torchrun launched this process; pick its device.
+
+    NCCL is used on CUDA (one GPU per local rank), gloo on CPU.
+
+    Args:
+        device_name: the run's `device` key (auto, cpu, cuda, mps).
+
+    Returns:
+        (context, device).
+
+    Raises:
+        ConfigError: for an unavailable device, mps under DDP, or more local ranks
+            than GPUs.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return DistContext(), resolve_device(device_name)
+    ctx = DistContext(
+        rank=int(os.environ["RANK"]),
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        world_size=world_size,
+    )
+    device = resolve_device(device_name)
+    if device.type == "mps":
+        raise ConfigError("distributed training is not supported on mps; use device=cpu")
+    if device.type == "cuda":
+        if ctx.local_rank >= torch.cuda.device_count():
+            raise ConfigError(
+                f"local rank {ctx.local_rank} has no GPU ({torch.cuda.device_count()} visible); "
+                "lower --nproc_per_node"
+            )
+        device = torch.device("cuda", ctx.local_rank)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return ctx, device
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group (safe to call when there is none)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce(tensor: torch.Tensor, ctx: DistContext, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    """In-place all-reduce across ranks (a no-op for a single process); returns tensor."""
+    if ctx.enabled:
+        dist.all_reduce(tensor, op=op)
+    return tensor
+
+
+def gather_to_main(obj, ctx: DistContext) -> list | None:
+    """Collect one picklable object per rank on rank 0, in rank order.
+
+    Returns:
+        The list on rank 0 (``[obj]`` for a single process); None on other ranks.
+    """
+    if not ctx.enabled:
+        return [obj]
+    gathered = [None] * ctx.world_size if ctx.is_main else None
+    dist.gather_object(obj, gathered, dst=0)
+    return gathered
