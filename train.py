@@ -1,6 +1,7 @@
 """Train a character-level GPT.
 
     python train.py --config configs/shakespeare_char_cpu.yaml [section.key=value ...]
+    torchrun --standalone --nproc_per_node=2 train.py --config ...   (data-parallel)
 
 Examples of overrides: data.path=my.txt train.max_iters=500 model.dropout=0.1
 device=cpu out_dir=runs/mine train.resume=true. Loss curves: tensorboard --logdir runs
@@ -31,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if result.interrupted:
         return 130
-    print(f"best val loss {result.best_val_loss:.4f} nats/char; checkpoint in {result.out_dir}")
+    if result.rank == 0:
+        print(f"best val loss {result.best_val_loss:.4f} nats/char; checkpoint in {result.out_dir}")
     return 0
 
 

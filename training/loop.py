@@ -63,6 +63,7 @@ class TrainResult:
             started training), train_loss, val_loss (nats/char), val_bpc (bits/char).
         losses: {iteration: training loss in nats/char} for every logged iteration.
         interrupted: True if Ctrl-C / SIGTERM stopped the run early.
+        rank: this process's rank (0 unless launched by torchrun).
     """
 
     out_dir: Path
@@ -71,6 +72,7 @@ class TrainResult:
     evals: list = field(default_factory=list)
     losses: dict = field(default_factory=dict)
     interrupted: bool = False
+    rank: int = 0
 
 
 def seed_everything(seed: int) -> None:
@@ -177,7 +179,7 @@ class Trainer:
             cfg.seed + self.dist.rank,
             self.device,
         )
-        self.result = TrainResult(out_dir=self.out_dir)
+        self.result = TrainResult(out_dir=self.out_dir, rank=self.dist.rank)
         if ckpt is not None:
             self.optimizer.load_state_dict(ckpt["optimizer"])  # moved to the params' device
             self._restore_rng(ckpt["rng"], resume_path)
