@@ -1,11 +1,12 @@
 import math
 
 import pytest
+import torch
 
 from model import GPT, GPTConfig
 from training.config import TrainConfig
-from training.optim import build_optimizer, parameter_groups
-from training.schedule import learning_rate_at
+from training.optim import build_optimizer, muon_parameter_groups, parameter_groups
+from training.schedule import learning_rate_at, scheduled_learning_rate, wsd_learning_rate_at
 
 
 def test_schedule_key_points():
@@ -39,3 +40,74 @@ def test_every_parameter_in_exactly_one_group(bias):
     n_opt = sum(p.numel() for g in opt.param_groups for p in g["params"])
     assert n_opt == sum(p.numel() for p in model.parameters())
     assert math.isclose(opt.param_groups[0]["betas"][1], 0.99)
+
+
+def test_wsd_schedule_key_points():
+    lr = dict(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, lr_decay_iters=100)
+    assert wsd_learning_rate_at(0, **lr, warmdown_fraction=0.2) == pytest.approx(1e-3 / 11)
+    assert wsd_learning_rate_at(10, **lr, warmdown_fraction=0.2) == pytest.approx(1e-3)
+    assert wsd_learning_rate_at(79, **lr, warmdown_fraction=0.2) == pytest.approx(1e-3)
+    assert wsd_learning_rate_at(90, **lr, warmdown_fraction=0.2) == pytest.approx(5.5e-4)
+    assert wsd_learning_rate_at(100, **lr, warmdown_fraction=0.2) == pytest.approx(1e-4)
+    cfg = TrainConfig(lr_schedule="wsd", learning_rate=1e-3, min_lr=1e-4, warmup_iters=10)
+    cfg.lr_decay_iters = 100
+    assert scheduled_learning_rate(90, cfg) == pytest.approx(5.5e-4)
+    cfg.lr_schedule = "cosine"
+    assert scheduled_learning_rate(90, cfg) == learning_rate_at(90, **lr)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_muon_groups_cover_every_parameter_once(bias):
+    model = GPT(GPTConfig(vocab_size=30, block_size=8, n_layer=2, n_head=2, n_embd=16, bias=bias))
+    hidden, other, no_decay = muon_parameter_groups(model)
+    assert hidden["names"] and all(n.startswith("blocks.") for n in hidden["names"])
+    assert all(p.dim() == 2 for p in hidden["params"])
+    assert other["names"] == []  # the tied LM head is the token embedding
+    assert "token_embedding.weight" in no_decay["names"]
+    opt = build_optimizer(model, TrainConfig(optimizer="muon", muon_lr=0.02), "cpu")
+    assert isinstance(opt.optimizers[0], torch.optim.Muon)
+    counted = sum(p.numel() for g in opt.param_groups for p in g["params"])
+    assert counted == sum(p.numel() for p in model.parameters())
+    assert opt.param_groups[0]["lr_scale"] == pytest.approx(0.02 / 1e-3)
+
+
+def test_muon_lowers_the_loss_on_a_tiny_problem():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=30, block_size=16, n_layer=2, n_head=2, n_embd=32))
+    opt = build_optimizer(model, TrainConfig(optimizer="muon", learning_rate=3e-3), "cpu")
+    for group in opt.param_groups:
+        group["lr"] = 3e-3 * group["lr_scale"]
+    x = torch.randint(0, 30, (8, 16))
+    y = torch.roll(x, -1, dims=1)  # a learnable rule: predict the next token of x
+    losses = []
+    for _ in range(40):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.6 * losses[0]
+    state = opt.state_dict()
+    again = build_optimizer(model, TrainConfig(optimizer="muon", learning_rate=3e-3), "cpu")
+    again.load_state_dict(state)
+    assert len(again.optimizers[0].state) == len(opt.optimizers[0].state)
+
+
+def test_muon_and_wsd_train_and_resume_exactly(tmp_path, shakespeare_path):
+    from conftest import tiny_overrides
+    from training import load_config, train
+
+    opts = {"train.optimizer": "muon", "train.lr_schedule": "wsd", "train.lr_decay_iters": 6}
+    full = train(load_config(None, tiny_overrides(tmp_path / "a", shakespeare_path, **opts)))
+    assert full.losses[6] < full.losses[1]
+    first = train(
+        load_config(
+            None, tiny_overrides(tmp_path / "b", shakespeare_path, **opts, **{"train.max_iters": 3})
+        )
+    )
+    second = train(
+        load_config(
+            None, tiny_overrides(tmp_path / "b", shakespeare_path, **opts, **{"train.resume": True})
+        )
+    )
+    assert {**first.losses, **second.losses} == full.losses

@@ -61,7 +61,13 @@ class TrainConfig:
         min_lr: learning rate at the end of the cosine decay.
         warmup_iters: steps of linear warmup.
         lr_decay_iters: length of the schedule in steps (null: max_iters).
-        weight_decay: AdamW decoupled weight decay on 2-D weight matrices.
+        lr_schedule: "cosine" (warmup, cosine decay to min_lr) or "wsd"
+            (warmup, stable at learning_rate, linear warmdown to min_lr).
+        warmdown_fraction: share of lr_decay_iters spent in the wsd warmdown.
+        optimizer: "adamw", or "muon" (Muon for hidden matrices, AdamW for the rest).
+        muon_lr: Muon's peak learning rate (null: learning_rate).
+        muon_momentum: Muon's momentum coefficient.
+        weight_decay: decoupled weight decay on 2-D weight matrices.
         beta1, beta2: AdamW moment coefficients.
         grad_clip: clip the global gradient norm to this (0 disables).
         compile: wrap the model in torch.compile.
@@ -80,6 +86,11 @@ class TrainConfig:
     min_lr: float = 1e-4
     warmup_iters: int = 100
     lr_decay_iters: int | None = None
+    lr_schedule: str = "cosine"
+    warmdown_fraction: float = 0.2
+    optimizer: str = "adamw"
+    muon_lr: float | None = None
+    muon_momentum: float = 0.95
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.99
@@ -278,7 +289,20 @@ def validate(cfg: RunConfig) -> list[str]:
             f"train.lr_decay_iters ({t.lr_decay_iters}) must exceed train.warmup_iters "
             f"({t.warmup_iters})"
         )
-    for key, value in (("train.beta1", t.beta1), ("train.beta2", t.beta2)):
+    choices = {"train.lr_schedule": ("cosine", "wsd"), "train.optimizer": ("adamw", "muon")}
+    for key, allowed in choices.items():
+        value = getattr(t, key.split(".")[1])
+        if value not in allowed:
+            problems.append(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    if not 0 < t.warmdown_fraction <= 1:
+        problems.append(f"train.warmdown_fraction must be in (0, 1], got {t.warmdown_fraction}")
+    if t.muon_lr is not None and t.muon_lr <= 0:
+        problems.append(f"train.muon_lr must be > 0, got {t.muon_lr}")
+    for key, value in (
+        ("train.beta1", t.beta1),
+        ("train.beta2", t.beta2),
+        ("train.muon_momentum", t.muon_momentum),
+    ):
         if not 0 <= value < 1:
             problems.append(f"{key} must be in [0, 1), got {value}")
     for key, value in (("train.weight_decay", t.weight_decay), ("train.grad_clip", t.grad_clip)):

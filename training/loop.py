@@ -40,7 +40,7 @@ from training.distributed import (
 from training.evaluate import nats_to_bits, summed_loss
 from training.interrupt import StopRequest
 from training.optim import build_optimizer
-from training.schedule import learning_rate_at
+from training.schedule import scheduled_learning_rate
 
 CKPT_NAME = "ckpt.pt"  # latest state, for resuming
 BEST_NAME = "best.pt"  # weights with the lowest validation loss so far
@@ -181,7 +181,13 @@ class Trainer:
         )
         self.result = TrainResult(out_dir=self.out_dir, rank=self.dist.rank)
         if ckpt is not None:
-            self.optimizer.load_state_dict(ckpt["optimizer"])  # moved to the params' device
+            try:
+                self.optimizer.load_state_dict(ckpt["optimizer"])  # moved to params' device
+            except (ValueError, KeyError) as e:
+                raise ConfigError(
+                    f"cannot resume from {resume_path}: its optimizer state does not fit "
+                    f"train.optimizer={tc.optimizer} ({e}); resume with the run's optimizer"
+                ) from None
             self._restore_rng(ckpt["rng"], resume_path)
             self.result.iter_num = ckpt["iter_num"]
             self.result.best_val_loss = ckpt["best_val_loss"]
@@ -223,9 +229,9 @@ class Trainer:
             learning rate used.
         """
         tc = self.cfg.train
-        lr = learning_rate_at(step, tc.learning_rate, tc.min_lr, tc.warmup_iters, tc.lr_decay_iters)
+        lr = scheduled_learning_rate(step, tc)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group["lr_scale"]
         loss_sum = torch.zeros((), device=self.device)
         for micro_step in range(tc.gradient_accumulation_steps):
             x, y = self.sampler.next_batch()

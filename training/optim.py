@@ -1,4 +1,13 @@
-"""AdamW with explicit parameter groups: weight decay on 2-D weight matrices only."""
+"""Optimizers with explicit parameter groups.
+
+- ``adamw``: AdamW (Loshchilov & Hutter 2019) for everything; weight decay on the 2-D
+  weight matrices only.
+- ``muon``: Muon (Jordan et al. 2024; torch.optim.Muon) for the 2-D hidden weight
+  matrices inside the transformer blocks, AdamW for embeddings, the LM head, norms
+  and biases, which Muon is not meant for.
+
+Every trainable parameter lands in exactly one group; this is checked.
+"""
 
 import torch
 from torch import nn
@@ -6,16 +15,22 @@ from torch import nn
 from training.config import TrainConfig
 
 
+def _check_exactly_once(model: nn.Module, groups: list[dict]) -> None:
+    grouped = [id(p) for g in groups for p in g["params"]]
+    trainable = {id(p) for p in model.parameters() if p.requires_grad}
+    if len(grouped) != len(set(grouped)) or set(grouped) != trainable:
+        raise RuntimeError("every trainable parameter must be in exactly one optimizer group")
+
+
 def parameter_groups(model: nn.Module) -> list[dict]:
     """Split the model's parameters into a decayed and a non-decayed group.
 
-    Decayed: 2-D weight matrices of Linear layers (attention and MLP projections).
-    Not decayed: biases, LayerNorm gains, and embeddings (the token embedding is
-    also the tied LM head). Tied parameters appear once.
+    Decayed: 2-D weight matrices of Linear layers (attention and MLP projections, and
+    an untied LM head). Not decayed: biases, norm gains, and embeddings (a tied
+    token embedding is also the LM head). Tied parameters appear once.
 
     Returns:
-        ``[{"params": [...], "weight_decay": None, "names": [...]}, ...]`` with the
-        decayed group first; "weight_decay" is filled in by `build_optimizer`.
+        ``[{"params": [...], "names": [...]}, {...}]``, the decayed group first.
 
     Raises:
         RuntimeError: if a trainable parameter lands in no group or in two.
@@ -27,24 +42,119 @@ def parameter_groups(model: nn.Module) -> list[dict]:
             continue
         is_matrix = param.dim() >= 2 and id(param) not in embeddings
         (decay if is_matrix else no_decay).append((name, param))
-    groups = [
-        {"params": [p for _, p in g], "names": [n for n, _ in g], "weight_decay": None}
-        for g in (decay, no_decay)
-    ]
-    grouped = [id(p) for g in groups for p in g["params"]]
-    trainable = {id(p) for p in model.parameters() if p.requires_grad}
-    if len(grouped) != len(set(grouped)) or set(grouped) != trainable:
-        raise RuntimeError("every trainable parameter must be in exactly one optimizer group")
+    groups = [{"params": [p for _, p in g], "names": [n for n, _ in g]} for g in (decay, no_decay)]
+    _check_exactly_once(model, groups)
     return groups
 
 
-def build_optimizer(model: nn.Module, cfg: TrainConfig, device_type: str) -> torch.optim.AdamW:
-    """AdamW (Loshchilov & Hutter 2019) over `parameter_groups`; fused kernels on CUDA,
-    multi-tensor (foreach) steps elsewhere."""
-    groups = parameter_groups(model)
-    groups[0]["weight_decay"] = cfg.weight_decay
-    groups[1]["weight_decay"] = 0.0
-    for g in groups:
-        del g["names"]
+def muon_parameter_groups(model: nn.Module) -> list[dict]:
+    """Three groups for the Muon set-up: hidden matrices (Muon), other decayed
+    matrices (AdamW with decay: an untied LM head), and the rest (AdamW, no decay).
+
+    Hidden matrices are the 2-D weights inside the transformer blocks (``blocks.*``).
+
+    Raises:
+        RuntimeError: if a trainable parameter lands in no group or in two.
+    """
+    decay, no_decay = parameter_groups(model)
+    hidden = [
+        (n, p)
+        for n, p in zip(decay["names"], decay["params"], strict=True)
+        if n.startswith("blocks.")
+    ]
+    other = [
+        (n, p)
+        for n, p in zip(decay["names"], decay["params"], strict=True)
+        if not n.startswith("blocks.")
+    ]
+    groups = [{"params": [p for _, p in g], "names": [n for n, _ in g]} for g in (hidden, other)]
+    groups.append(no_decay)
+    _check_exactly_once(model, groups)
+    return groups
+
+
+class MultiOptimizer:
+    """Several optimizers stepped together, looking like one: ``param_groups``
+    lists all their groups, ``state_dict`` holds each one's state in order.
+
+    Args:
+        optimizers: the optimizers, each over a disjoint set of parameters.
+    """
+
+    def __init__(self, optimizers: list[torch.optim.Optimizer]):
+        self.optimizers = optimizers
+
+    @property
+    def param_groups(self) -> list[dict]:
+        """All parameter groups of all optimizers."""
+        return [g for opt in self.optimizers for g in opt.param_groups]
+
+    def step(self) -> None:
+        """Step every optimizer."""
+        for opt in self.optimizers:
+            opt.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every optimizer's gradients."""
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        """{"optimizers": [state_dict, ...]} in construction order."""
+        return {"optimizers": [opt.state_dict() for opt in self.optimizers]}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` returned (state moves to the parameters' device).
+
+        Raises:
+            ValueError: if the saved state holds another number of optimizers.
+        """
+        saved = state.get("optimizers")
+        if saved is None or len(saved) != len(self.optimizers):
+            raise ValueError("the saved optimizer state does not match train.optimizer")
+        for opt, opt_state in zip(self.optimizers, saved, strict=True):
+            opt.load_state_dict(opt_state)
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig, device_type: str):
+    """The optimizer that ``cfg.optimizer`` names, over explicit parameter groups.
+
+    Each group carries ``lr_scale``: the training loop sets its learning rate to the
+    schedule's value times ``lr_scale`` (Muon's peak is ``train.muon_lr``).
+
+    Args:
+        model: the (uncompiled) model.
+        cfg: uses optimizer, learning_rate, muon_lr, muon_momentum, weight_decay,
+            beta1, beta2.
+        device_type: "cuda" enables fused AdamW kernels; elsewhere multi-tensor
+            (foreach) steps.
+
+    Returns:
+        torch.optim.AdamW for "adamw"; a `MultiOptimizer` (Muon, AdamW) for "muon".
+    """
     fast = {"fused": True} if device_type == "cuda" else {"foreach": True}
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **fast)
+    adam = {"lr": cfg.learning_rate, "betas": (cfg.beta1, cfg.beta2), **fast}
+    if cfg.optimizer == "adamw":
+        decay, no_decay = parameter_groups(model)
+        groups = [
+            {"params": decay["params"], "weight_decay": cfg.weight_decay, "lr_scale": 1.0},
+            {"params": no_decay["params"], "weight_decay": 0.0, "lr_scale": 1.0},
+        ]
+        return torch.optim.AdamW(groups, **adam)
+    hidden, other, no_decay = muon_parameter_groups(model)
+    muon_lr = cfg.muon_lr if cfg.muon_lr is not None else cfg.learning_rate
+    muon = torch.optim.Muon(
+        [{"params": hidden["params"], "lr_scale": muon_lr / cfg.learning_rate}],
+        lr=muon_lr,
+        weight_decay=cfg.weight_decay,
+        momentum=cfg.muon_momentum,
+        # Scales each update to AdamW's RMS, so AdamW-sized learning rates carry over
+        # (Liu et al. 2025, "Muon is Scalable for LLM Training").
+        adjust_lr_fn="match_rms_adamw",
+    )
+    adam_groups = [
+        {"params": other["params"], "weight_decay": cfg.weight_decay, "lr_scale": 1.0},
+        {"params": no_decay["params"], "weight_decay": 0.0, "lr_scale": 1.0},
+    ]
+    adam_groups = [g for g in adam_groups if g["params"]]
+    return MultiOptimizer([muon, torch.optim.AdamW(adam_groups, **adam)])
