@@ -7,6 +7,9 @@
 
 The LM head shares its weight matrix with the token embedding (weight tying,
 Press & Wolf 2017), as in GPT-2.
+
+`GPT.forward` takes an optional `KVCache`: the keys and values of earlier positions
+are then reused, so generation can run the model on one new token per step.
 """
 
 import math
@@ -18,6 +21,7 @@ from torch import nn
 from model.block import Block
 from model.config import GPTConfig
 from model.generation import next_token, validate_sampling_args
+from model.kv_cache import KVCache
 
 INIT_STD = 0.02
 
@@ -91,6 +95,7 @@ class GPT(nn.Module):
         idx: torch.Tensor,
         targets: torch.Tensor | None = None,
         return_attention: bool = False,
+        cache: KVCache | None = None,
     ):
         """Compute next-token logits and, given targets, the loss.
 
@@ -99,6 +104,10 @@ class GPT(nn.Module):
             targets: optional (B, T) int64 next-token ids; -1 marks positions to ignore.
             return_attention: if True, also return a list of n_layer attention-weight
                 tensors, each (B, n_head, T, T), computed by the explicit path.
+            cache: optional KV cache (generation). idx then holds the T tokens that
+                follow the ``cache.length`` cached ones: they get positions
+                cache.length .. cache.length + T - 1, attend over the cached keys and
+                values too, and are appended to the cache (``cache.length`` grows by T).
 
         Returns:
             ``(logits, loss)``: logits (B, T, vocab_size); loss is the mean
@@ -106,23 +115,36 @@ class GPT(nn.Module):
             With ``return_attention``: ``(logits, loss, attention_weights)``.
 
         Raises:
-            ValueError: if T exceeds block_size.
+            ValueError: if T (plus the cached positions) exceeds block_size, or both
+                ``return_attention`` and ``cache`` are given.
         """
         B, T = idx.shape
-        if T > self.config.block_size:
+        start = 0
+        if cache is not None:
+            if return_attention:
+                raise ValueError("return_attention is not supported with a KV cache")
+            start = cache.length
+            if start + T > self.config.block_size:
+                raise ValueError(
+                    f"the KV cache holds {start} positions; {T} more exceed block_size "
+                    f"{self.config.block_size}"
+                )
+        elif T > self.config.block_size:
             raise ValueError(
                 f"sequence length {T} exceeds block_size {self.config.block_size}; "
                 "crop the context to the last block_size tokens"
             )
-        positions = torch.arange(T, device=idx.device)
+        positions = torch.arange(start, start + T, device=idx.device)
         x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
         attention_weights = []
-        for block in self.blocks:
+        for layer, block in enumerate(self.blocks):
             if return_attention:
                 x, weights = block(x, return_weights=True)
                 attention_weights.append(weights)
             else:
-                x = block(x)
+                x = block(x, cache=cache, layer=layer)
+        if cache is not None:
+            cache.advance(T)
         logits = self.lm_head(self.ln_f(x))
         loss = None
         if targets is not None:
