@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     model.to(device).eval()
     generator = torch.Generator(device=device).manual_seed(args.seed)
     idx = prompt_ids.to(device).unsqueeze(0).repeat(args.num_samples, 1)
-    out = model.generate(idx, args.max_new_tokens, args.temperature, args.top_k, generator)
+    out = model.generate(
+        idx, args.max_new_tokens, args.temperature, args.top_k, generator=generator
+    )
     try:
         for i, row in enumerate(out.tolist()):
             if i:

@@ -1,9 +1,19 @@
-"""Sampling: KV cache parity with the full forward pass."""
+"""Sampling: KV cache parity, the sliding window past block_size, the filters, stop
+sequences and argument checks."""
 
 import pytest
 import torch
 
 from model import GPT, GPTConfig
+from model.generation import (
+    StopSequences,
+    make_generator,
+    next_token,
+    sliding_window_keep,
+    top_k_filter,
+    top_p_filter,
+    validate_sampling_args,
+)
 from model.kv_cache import KVCache
 
 BLOCK = 16
@@ -74,3 +84,211 @@ def test_cache_refuses_overflow_attention_weights_and_autograd(model):
             model(idx[:, :1], return_attention=True, cache=cache)
     with pytest.raises(RuntimeError, match="inference"):
         model(idx, cache=KVCache.for_model(model, batch_size=1))
+
+
+# --- generation with and without the cache -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"temperature": 1.0},
+        {"temperature": 0.8, "top_k": 5},
+        {"temperature": 1.2, "top_p": 0.9},
+        {"temperature": 0},
+    ],
+)
+def test_cache_gives_the_no_cache_tokens_inside_block_size(model, kwargs):
+    prompt = torch.randint(0, VOCAB, (4, 3), generator=torch.Generator().manual_seed(3))
+    new = BLOCK + 1 - 3  # the last token is predicted from a full block_size context
+    outs = [
+        model.generate(
+            prompt, new, **kwargs, generator=torch.Generator().manual_seed(9), use_cache=c
+        )
+        for c in (True, False)
+    ]
+    assert outs[0].shape == (4, 3 + new)
+    assert torch.equal(outs[0][:, :3], prompt)
+    assert torch.equal(outs[0], outs[1])
+
+
+def reference_sliding_window(model, prompt, new):
+    """Greedy decoding of the documented strategy, without a cache: predict from the
+    tokens in the window; when it holds block_size tokens, the next token joins the
+    last keep - 1 of them."""
+    block_size = model.config.block_size
+    keep = sliding_window_keep(block_size)
+    window = prompt[:, -block_size:]
+    tokens = []
+    with torch.no_grad():
+        for _ in range(new):
+            token = model(window)[0][:, -1].argmax(-1, keepdim=True)
+            tokens.append(token)
+            window = torch.cat([window, token], 1)
+            if window.size(1) > block_size:
+                window = window[:, -keep:]
+    return torch.cat([prompt, *tokens], 1)
+
+
+@pytest.mark.parametrize("block_size, prompt_len", [(16, 3), (16, 40), (5, 2), (1, 1)])
+def test_sliding_window_past_block_size_follows_the_documented_strategy(block_size, prompt_len):
+    model = make_model(block_size=block_size)
+    prompt = torch.randint(0, VOCAB, (2, prompt_len), generator=torch.Generator().manual_seed(4))
+    new = 3 * block_size + 7
+    greedy = model.generate(prompt, new, temperature=0)
+    assert torch.equal(greedy, reference_sliding_window(model, prompt, new))
+
+
+def test_sliding_window_is_deterministic_with_a_seed(model):
+    prompt = torch.zeros(3, 2, dtype=torch.long)
+
+    def run(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return model.generate(prompt, 5 * BLOCK, top_k=10, top_p=0.95, generator=gen)
+
+    a, b, c = run(1), run(1), run(2)
+    assert a.shape == (3, 2 + 5 * BLOCK)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_greedy_is_deterministic_and_uses_no_randomness(model):
+    prompt = torch.tensor([[1, 2, 3]])
+    a = model.generate(prompt, 30, temperature=0, generator=torch.Generator().manual_seed(1))
+    b = model.generate(prompt, 30, temperature=0, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(a, b)
+    assert len(set(a[0, 3:].tolist())) > 1  # not a degenerate constant output
+
+
+def test_stream_yields_the_steps_of_generate(model):
+    prompt = torch.tensor([[1, 2], [3, 4]])
+    steps = list(model.generate_stream(prompt, 25, generator=torch.Generator().manual_seed(5)))
+    assert len(steps) == 25 and all(s.shape == (2, 1) for s in steps)
+    whole = model.generate(prompt, 25, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(torch.cat([prompt, *steps], 1), whole)
+    steps[0][0, 0] = 0  # ordinary tensors, not read-only inference tensors
+    assert model.generate(prompt, 0).shape == (2, 2)
+
+
+# --- filters -------------------------------------------------------------------------
+
+PROBS = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+
+
+def kept(logits):
+    return torch.isfinite(logits)[0].tolist()
+
+
+@pytest.mark.parametrize(
+    "p, expected",
+    [
+        (0.7, [True, True, False, False]),  # 0.5 < 0.7: the crossing token is kept
+        (0.5, [True, False, False, False]),  # the first token alone reaches 0.5
+        (0.81, [True, True, True, False]),
+        (1e-9, [True, False, False, False]),  # the most likely token always stays
+        (1.0, [True, True, True, True]),
+    ],
+)
+def test_top_p_keeps_the_smallest_set_reaching_p(p, expected):
+    assert kept(top_p_filter(PROBS.log(), p)) == expected
+    order = torch.tensor([2, 0, 3, 1])  # the same distribution, shuffled
+    shuffled = kept(top_p_filter(PROBS.log()[:, order], p))
+    assert shuffled == [expected[i] for i in order.tolist()]
+
+
+def test_top_k_keeps_k_and_clamps_to_the_vocabulary():
+    assert kept(top_k_filter(PROBS.log(), 3)) == [True, True, True, False]
+    assert kept(top_k_filter(PROBS.log(), 1)) == [True, False, False, False]
+    assert kept(top_k_filter(PROBS.log(), 100)) == [True, True, True, True]
+
+
+def test_sampling_with_top_p_draws_only_from_the_nucleus():
+    logits = PROBS.log().repeat(4000, 1)
+    tokens = next_token(logits, top_p=0.7, generator=torch.Generator().manual_seed(0))[:, 0]
+    assert set(tokens.tolist()) == {0, 1}
+    share = (tokens == 0).float().mean().item()
+    assert abs(share - 0.5 / 0.8) < 0.03  # renormalised over the kept tokens
+
+
+def test_tiny_temperature_is_greedy_not_nan():
+    logits = torch.tensor([[1.0, 3.0, 2.0]])
+    assert next_token(logits, temperature=1e-30).item() == 1
+
+
+# --- argument checks -----------------------------------------------------------------
+
+BAD_ARGUMENTS = [
+    ({"temperature": -1.0}, "temperature"),
+    ({"temperature": float("nan")}, "temperature"),
+    ({"top_k": 0}, "top_k"),
+    ({"top_k": -3}, "top_k"),
+    ({"top_k": 2.5}, "top_k"),
+    ({"top_p": 0.0}, "top_p"),
+    ({"top_p": -0.1}, "top_p"),
+    ({"top_p": 1.5}, "top_p"),
+    ({"top_p": float("nan")}, "top_p"),
+    ({"max_new_tokens": -1}, "max_new_tokens"),
+    ({"max_new_tokens": 2.5}, "max_new_tokens"),
+    ({"generator": "seed 1"}, "generator"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_ARGUMENTS)
+def test_bad_arguments_are_named_before_any_model_work(monkeypatch, kwargs, message):
+    model = make_model()
+
+    def no_model_work(*args, **kw):
+        raise AssertionError("the model ran before the arguments were checked")
+
+    monkeypatch.setattr(model, "forward", no_model_work)
+    args = {"max_new_tokens": 3, **kwargs}
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    with pytest.raises(ValueError, match=message):
+        model.generate_stream(prompt, **args)  # raises on the call, not on iteration
+    with pytest.raises(ValueError, match=message):
+        model.generate(prompt, **args)
+
+
+def test_empty_prompt_and_bad_seeds_are_rejected(model):
+    with pytest.raises(ValueError, match="prompt"):
+        model.generate(torch.zeros(1, 0, dtype=torch.long), 3)
+    for seed in (2**64, -(2**63) - 1, 1.5):
+        with pytest.raises(ValueError, match="seed"):
+            make_generator(seed)
+    with pytest.raises(ValueError, match="--top-p"):
+        validate_sampling_args(3, 1.0, None, 2.0, flag_names=True)
+
+
+# --- stop sequences ------------------------------------------------------------------
+
+
+def feed(stops, rows):
+    """Push rows of tokens (one list per sequence, equal lengths) and collect output."""
+    out = [[] for _ in rows]
+    for step in zip(*rows, strict=True):
+        for row, ids in enumerate(stops.push(step)):
+            out[row] += ids
+    for row, ids in enumerate(stops.flush()):
+        out[row] += ids
+    return out
+
+
+def test_stop_sequence_ends_each_row_on_its_own():
+    stops = StopSequences([[1, 2]], batch_size=3)
+    out = feed(stops, [[5, 1, 3, 1, 2, 7], [1, 2, 9, 9, 9, 9], [4, 4, 4, 4, 4, 1]])
+    assert out == [[5, 1, 3], [], [4, 4, 4, 4, 4, 1]]  # row 3: held 1 released at the end
+    assert stops.finished == [True, True, False] and not stops.all_finished
+
+
+def test_stop_prefix_is_held_back_until_it_cannot_match():
+    stops = StopSequences([[1, 1, 2]], batch_size=1)
+    assert stops.push([1]) == [[]]
+    assert stops.push([1]) == [[]]
+    assert stops.push([1]) == [[1]]  # "1 1 1": only the first 1 can no longer start a match
+    assert stops.push([2]) == [[]] and stops.finished == [True]
+    assert stops.push([5]) == [[]]  # finished rows ignore further tokens
+
+
+def test_longest_of_simultaneous_stops_is_removed():
+    assert feed(StopSequences([[2], [1, 2]], 1), [[3, 1, 2, 4]]) == [[3]]
+    with pytest.raises(ValueError, match="stop"):
+        StopSequences([[]], 1)
