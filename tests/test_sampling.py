@@ -1,9 +1,16 @@
 """Sampling: KV cache parity, the sliding window past block_size, the filters, stop
-sequences and argument checks."""
+sequences, argument checks, and sample.py (streaming, batches, closed pipes)."""
+
+import dataclasses
+import io
+import subprocess
+import sys
 
 import pytest
 import torch
 
+import sample
+from conftest import ROOT
 from model import GPT, GPTConfig
 from model.generation import (
     StopSequences,
@@ -15,9 +22,11 @@ from model.generation import (
     validate_sampling_args,
 )
 from model.kv_cache import KVCache
+from training.checkpoint import save_checkpoint
 
 BLOCK = 16
 VOCAB = 20
+SEPARATOR = "\n" + "-" * 40 + "\n"
 
 
 def make_model(block_size=BLOCK, vocab_size=VOCAB, seed=0, std=0.3):
@@ -292,3 +301,163 @@ def test_longest_of_simultaneous_stops_is_removed():
     assert feed(StopSequences([[2], [1, 2]], 1), [[3, 1, 2, 4]]) == [[3]]
     with pytest.raises(ValueError, match="stop"):
         StopSequences([[]], 1)
+
+
+def test_unescape_understands_escapes_and_keeps_non_ascii():
+    assert sample.unescape(r"\n\n") == "\n\n"
+    assert sample.unescape(r"하늘\n") == "하늘\n"
+    assert sample.unescape(r"\t\\\x41\u00e9\U0001F600") == "\t\\Aé\U0001f600"
+    assert sample.unescape(r"a\q") == r"a\q"
+    assert sample.unescape("새가") == "새가"
+
+
+# --- sample.py -----------------------------------------------------------------------
+
+CHARS = list("\n abc새가하늘을")
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory):
+    """A hand-built checkpoint: random weights over a small vocabulary that includes
+    newline and Korean characters."""
+    model = make_model(vocab_size=len(CHARS), seed=5, std=0.2)
+    folder = tmp_path_factory.mktemp("run")
+    payload = {
+        "model": model.state_dict(),
+        "model_config": dataclasses.asdict(model.config),
+        "vocab": sorted(CHARS),
+    }
+    save_checkpoint(payload, folder / "ckpt.pt")
+    return folder
+
+
+def run_main(capsys, folder, *args):
+    code = sample.main(["--out-dir", str(folder), "--device", "cpu", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def samples_of(out):
+    """Split sample.py's output into its samples (each is printed with a newline)."""
+    parts = out.split(SEPARATOR)
+    assert all(p.endswith("\n") for p in parts)
+    return [p[:-1] for p in parts]
+
+
+def truncate_at(text, prompt, stop):
+    """The prompt, then the generated text up to the first stop (which is dropped)."""
+    generated = text[len(prompt) :]
+    cut = generated.find(stop)
+    return prompt + (generated if cut < 0 else generated[:cut])
+
+
+def test_cli_stream_prints_the_same_text_as_no_stream(capsys, checkpoint_dir):
+    common = ["--prompt", "ab", "--max-new-tokens", "80", "--seed", "3"]
+    for extra in ([], ["--stop", "a b", "--top-p", "0.9"]):
+        _, streamed, _ = run_main(capsys, checkpoint_dir, *common, *extra, "--stream")
+        code, whole, err = run_main(capsys, checkpoint_dir, *common, *extra, "--no-stream")
+        assert code == 0, err
+        assert streamed == whole and whole.startswith("ab")
+    assert len(samples_of(run_main(capsys, checkpoint_dir, *common)[1])[0]) == 2 + 80
+
+
+def test_cli_stream_writes_while_generating(monkeypatch, checkpoint_dir):
+    events = []
+    original = GPT.generate_stream
+
+    def spy(self, *args, **kwargs):
+        for step in original(self, *args, **kwargs):
+            events.append("step")
+            yield step
+
+    class Recorder(io.StringIO):
+        def write(self, text):
+            events.append("write")
+            return super().write(text)
+
+    monkeypatch.setattr(GPT, "generate_stream", spy)
+    monkeypatch.setattr(sys, "stdout", Recorder())
+    args = ["--out-dir", str(checkpoint_dir), "--device", "cpu", "--max-new-tokens", "5"]
+    assert sample.main([*args, "--prompt", "a"]) == 0
+    assert events == ["write"] + ["step", "write"] * 5 + ["write"]  # prompt, chars, "\n"
+
+
+def test_cli_stop_sequences_end_each_sample_of_a_batch(capsys, checkpoint_dir):
+    common = ["--prompt", "새", "--max-new-tokens", "150", "--num-samples", "4", "--seed", "1"]
+    code, out, err = run_main(capsys, checkpoint_dir, *common)
+    assert code == 0, err
+    free = samples_of(out)
+    assert len(free) == 4 and all(len(s) == 151 for s in free)
+    for stop, argument in (("\n\n", r"\n\n"), ("하늘", "하늘"), ("a\n", r"a\n")):
+        expected = [truncate_at(s, "새", stop) for s in free]
+        assert any(e != s for e, s in zip(expected, free, strict=True))  # a stop occurred
+        code, out, err = run_main(capsys, checkpoint_dir, *common, "--stop", argument)
+        assert code == 0, err
+        assert samples_of(out) == expected
+    # Two stops: each sample ends at whichever comes first.
+    code, out, _ = run_main(capsys, checkpoint_dir, *common, "--stop", "하늘", "--stop", "ab")
+    first = [min(truncate_at(s, "새", "하늘"), truncate_at(s, "새", "ab"), key=len) for s in free]
+    assert samples_of(out) == first
+
+
+def test_cli_prompt_file_is_read_as_utf8(capsys, checkpoint_dir, tmp_path):
+    good = tmp_path / "prompt.txt"
+    good.write_bytes("\ufeff하늘을\r\nab".encode())
+    code, out, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(good))
+    assert code == 0, err
+    assert out.startswith("하늘을\nab")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ab\xff")
+    code, _, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(bad))
+    assert code == 2 and "--prompt-file" in err and "byte offset 2" in err
+    code, _, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(tmp_path / "none"))
+    assert code == 2 and "--prompt-file" in err
+    with pytest.raises(SystemExit) as exit_info:
+        sample.main(["--prompt", "a", "--prompt-file", str(good)])
+    assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--temperature", "-1"], "--temperature"),
+        (["--top-k", "0"], "--top-k"),
+        (["--top-p", "0"], "--top-p"),
+        (["--top-p", "1.5"], "--top-p"),
+        (["--top-p", "nan"], "--top-p"),
+        (["--max-new-tokens", "-1"], "--max-new-tokens"),
+        (["--num-samples", "0"], "--num-samples"),
+        (["--seed", str(2**64)], "--seed"),
+        (["--stop", ""], "--stop"),
+        (["--stop", r"\U00110000"], "--stop"),
+        (["--stream", "--num-samples", "2"], "--stream"),
+    ],
+)
+def test_cli_bad_arguments_are_named_before_loading(capsys, tmp_path, args, message):
+    code, out, err = run_main(capsys, tmp_path / "no_such_run", *args)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err
+    assert "checkpoint" not in err and "Traceback" not in err
+
+
+def test_cli_stop_with_unknown_characters_is_an_error(capsys, checkpoint_dir):
+    code, _, err = run_main(capsys, checkpoint_dir, "--stop", "xa")
+    assert code == 2 and "--stop" in err and "'x' (U+0078) at position 0" in err
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
+    cmd = [sys.executable, str(ROOT / "sample.py"), "--out-dir", str(checkpoint_dir)]
+    cmd += ["--device", "cpu", "--prompt", "a"]
+    if stream:  # `| head -c 20`: the reader leaves while characters are being streamed
+        cmd += ["--max-new-tokens", "1000000"]
+    else:  # the reader is gone before the batch is printed
+        cmd += ["--max-new-tokens", "50", "--num-samples", "3"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    if stream:
+        assert len(proc.stdout.read(20)) == 20
+    proc.stdout.close()
+    code = proc.wait(timeout=60)  # a million characters would take far longer
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert code == 0 and err == ""
