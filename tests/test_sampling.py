@@ -3,6 +3,8 @@ sequences, argument checks, and sample.py (streaming, batches, closed pipes)."""
 
 import dataclasses
 import io
+import math
+import runpy
 import subprocess
 import sys
 
@@ -461,3 +463,16 @@ def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert code == 0 and err == ""
+
+
+# --- benchmark script ----------------------------------------------------------------
+
+
+def test_benchmark_script_runs_and_prints_a_table(capsys):
+    bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
+    bench["main"](["--models", "cpu", "--batch-sizes", "1,2", "--new-tokens", "3"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4 layers")]
+    assert len(rows) == 2
+    for row in rows:
+        speedup = row.split("|")[-2].strip()
+        assert speedup.endswith("x") and math.isfinite(float(speedup[:-1]))
