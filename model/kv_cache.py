@@ -84,10 +84,6 @@ class KVCache:
         """B, the number of sequences the cache holds."""
         return self.keys.size(1)
 
-    def remaining(self) -> int:
-        """Positions still free (max_length - length)."""
-        return self.max_length - self.length
-
     def update(
         self, layer: int, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
