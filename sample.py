@@ -2,11 +2,16 @@
 
     python sample.py --out-dir runs/shakespeare_char_cpu --prompt "ROMEO:" \\
         --max-new-tokens 500 --num-samples 3 --temperature 0.8 --top-k 40 --seed 1337
+    python sample.py --prompt-file prompt.txt --top-p 0.9 --stop '\\n\\n'
 
 The vocabulary comes from the checkpoint itself; the same seed gives the same text.
+One sample is printed as it is generated (--no-stream waits for the end); several
+are generated together as one batch and printed when all are done.
 """
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -14,11 +19,51 @@ import torch
 
 from data import CorpusError
 from data.corpus import normalize_newlines
+from model.generation import StopSequences, make_generator, validate_sampling_args
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
 from training.config import ConfigError
 from training.device import resolve_device
 
 SEPARATOR = "\n" + "-" * 40
+
+# Backslash escapes understood in --stop, as in Python string literals. Decoding them
+# with codecs' "unicode_escape" would misread non-ASCII text (it takes the str as
+# Latin-1 bytes), so "하늘\n" is decoded here, one escape at a time.
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[\\nrt0abfv'\"])")
+_SIMPLE_ESCAPES = {
+    "\\": "\\",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "'": "'",
+    '"': '"',
+}
+
+
+def unescape(text: str) -> str:
+    """Replace backslash escapes (\\n, \\t, \\r, \\\\, \\xHH, \\uHHHH, \\UHHHHHHHH, ...) by the
+    characters they stand for; any other character, non-ASCII included, is kept as is,
+    and so is an unknown escape such as \\q.
+
+    Raises:
+        ValueError: for a \\U escape beyond U+10FFFF.
+    """
+
+    def replace(match: re.Match) -> str:
+        code = match.group(1)
+        if len(code) > 1:  # \x, \u or \U followed by hexadecimal digits
+            value = int(code[1:], 16)
+            if value > sys.maxunicode:
+                raise ValueError(f"escape \\{code} is beyond U+{sys.maxunicode:X}")
+            return chr(value)
+        return _SIMPLE_ESCAPES[code]
+
+    return _ESCAPE.sub(replace, text)
 
 
 def default_start_character(chars: list[str]) -> str:
@@ -41,19 +86,91 @@ def build_parser() -> argparse.ArgumentParser:
         default="ckpt.pt",
         help="file in --out-dir (ckpt.pt: latest, best.pt: best validation) or a path",
     )
-    p.add_argument(
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
         "--prompt",
         default="",
         help="text to continue; empty starts from a newline (or a space, or the "
         "first vocabulary character if the corpus has neither)",
     )
+    source.add_argument("--prompt-file", help="read the prompt from this UTF-8 text file")
     p.add_argument("--max-new-tokens", type=int, default=500, help="characters per sample")
     p.add_argument("--num-samples", type=int, default=1, help="samples, generated as a batch")
     p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy; >1 more random")
     p.add_argument("--top-k", type=int, default=None, help="sample among the k likeliest")
+    p.add_argument(
+        "--top-p",
+        type=float,
+        default=None,
+        help="nucleus sampling: sample among the likeliest characters whose total "
+        "probability reaches P, in (0, 1]",
+    )
+    p.add_argument(
+        "--stop",
+        action="append",
+        default=[],
+        metavar="STRING",
+        help="end a sample when it generates STRING (which is not printed); repeatable; "
+        "escapes such as \\n, \\t, \\\\ and \\u00e9 are understood",
+    )
+    p.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="print characters as they are generated (default: on for one sample)",
+    )
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     return p
+
+
+def read_prompt_file(path: str) -> str:
+    """The text of a UTF-8 prompt file (BOM dropped, newlines normalised, kept as is).
+
+    Raises:
+        ValueError: naming --prompt-file, if the file cannot be read or is not UTF-8.
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"--prompt-file {path}: cannot read it ({e.strerror})") from None
+    try:
+        return normalize_newlines(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"--prompt-file {path} is not valid UTF-8: byte 0x{raw[e.start]:02x} "
+            f"at byte offset {e.start}"
+        ) from None
+
+
+def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
+    """Validate every argument that needs no checkpoint; return (stream, stop strings).
+
+    Raises:
+        ValueError: naming the flag, for any bad value.
+    """
+    validate_sampling_args(
+        args.max_new_tokens, args.temperature, args.top_k, args.top_p, flag_names=True
+    )
+    if args.num_samples < 1:
+        raise ValueError(f"--num-samples must be >= 1, got {args.num_samples}")
+    make_generator(args.seed, flag_names=True)  # checks the seed's range
+    if args.stream and args.num_samples > 1:
+        raise ValueError(
+            "--stream prints one sample as it is generated: use --num-samples 1, "
+            "or --no-stream to print the batch when it is done"
+        )
+    stream = args.num_samples == 1 if args.stream is None else args.stream
+    stops = []
+    for raw in args.stop:
+        try:
+            stop = normalize_newlines(unescape(raw))
+        except ValueError as e:
+            raise ValueError(f"--stop {raw!r}: {e}") from None
+        if not stop:
+            raise ValueError("--stop needs a non-empty string")
+        stops.append(stop)
+    return stream, stops
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,36 +180,68 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
     try:
-        if args.num_samples < 1:
-            raise ValueError(f"--num-samples must be >= 1, got {args.num_samples}")
-        if args.max_new_tokens < 0:
-            raise ValueError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
-        if args.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0 (0 = greedy), got {args.temperature}")
-        if args.top_k is not None and args.top_k <= 0:
-            raise ValueError(f"--top-k must be a positive integer, got {args.top_k}")
+        stream, stop_strings = check_arguments(args)
+        prompt = normalize_newlines(args.prompt)
+        if args.prompt_file is not None:
+            prompt = read_prompt_file(args.prompt_file)
         device = resolve_device(args.device)
         path = Path(args.checkpoint)
         if not path.is_file():
             path = Path(args.out_dir) / args.checkpoint
         ckpt = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(ckpt, path)
-        prompt = normalize_newlines(args.prompt) or default_start_character(tokenizer.chars)
+        prompt = prompt or default_start_character(tokenizer.chars)
         prompt_ids = torch.from_numpy(tokenizer.encode(prompt).astype("int64"))
+        stop_ids = []
+        for stop in stop_strings:
+            try:
+                stop_ids.append(tokenizer.encode(stop).tolist())
+            except CorpusError as e:
+                raise ValueError(f"--stop {stop!r} can never be generated: {e}") from None
     except (ValueError, ConfigError, CheckpointError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     model.to(device).eval()
-    generator = torch.Generator(device=device).manual_seed(args.seed)
     idx = prompt_ids.to(device).unsqueeze(0).repeat(args.num_samples, 1)
-    out = model.generate(idx, args.max_new_tokens, args.temperature, args.top_k, generator)
+    steps = model.generate_stream(
+        idx,
+        args.max_new_tokens,
+        args.temperature,
+        args.top_k,
+        args.top_p,
+        generator=make_generator(args.seed, device),
+    )
+    stops = StopSequences(stop_ids, args.num_samples)
+    texts = [[prompt] for _ in range(args.num_samples)]  # the pieces of each sample
+
+    def show(released: list[list[int]]) -> None:
+        for row, ids in enumerate(released):
+            if ids:
+                texts[row].append(tokenizer.decode(ids))
+                if stream:
+                    sys.stdout.write(texts[row][-1])
+                    sys.stdout.flush()
+
     try:
-        for i, row in enumerate(out.tolist()):
-            if i:
-                print(SEPARATOR)
-            print(tokenizer.decode(row), flush=True)
-    except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
-        sys.stdout = None
+        if stream:
+            sys.stdout.write(prompt)
+            sys.stdout.flush()
+        for step in steps:
+            show(stops.push(step[:, 0].tolist()))
+            if stops.all_finished:
+                break  # leaving the iterator early skips the remaining model work
+        show(stops.flush())
+        if stream:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        else:
+            samples = ("".join(pieces) for pieces in texts)
+            print(("\n" + SEPARATOR + "\n").join(samples), flush=True)
+    except BrokenPipeError:
+        # The reader left (e.g. `| head`): stop quietly. Point stdout at /dev/null so
+        # that Python's final flush of the buffered rest cannot raise again at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return 0
 
 

@@ -14,6 +14,10 @@ The heads are concatenated and projected back to n_embd channels
 `scaled_dot_product_attention` kernel (same maths, much faster); with
 `return_weights=True` it runs them one by one, as written above, and returns the
 attention weights too. Tests hold the two paths equal.
+
+With a `KVCache` (generation), the new positions' keys and values are appended to the
+cached ones and the new queries attend over all of them: query i of T new tokens sits
+at absolute position length + i and may see keys 0 .. length + i.
 """
 
 import math
@@ -23,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.config import GPTConfig
+from model.kv_cache import KVCache
 
 
 def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
@@ -96,7 +101,11 @@ class CausalSelfAttention(nn.Module):
         return (t.view(shape).transpose(1, 2) for t in (q, k, v))
 
     def forward(
-        self, x: torch.Tensor, return_weights: bool = False
+        self,
+        x: torch.Tensor,
+        return_weights: bool = False,
+        cache: KVCache | None = None,
+        layer: int = 0,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Attend over the sequence.
 
@@ -104,14 +113,26 @@ class CausalSelfAttention(nn.Module):
             x: (B, T, C) activations.
             return_weights: if True, use the explicit step-by-step path and also
                 return the attention weights.
+            cache: optional KV cache; x then holds the T positions that follow the
+                ``cache.length`` cached ones, and their keys and values are stored in it
+                (``cache.length`` itself is advanced by the caller, once per model pass).
+            layer: this block's index in the cache.
 
         Returns:
             (B, T, C) output, or ``(output, weights)`` with weights of shape
             (B, n_head, T, T) when ``return_weights`` is True.
+
+        Raises:
+            ValueError: if both ``return_weights`` and ``cache`` are given, or the new
+                positions do not fit in the cache.
         """
         B, T, C = x.shape
         q, k, v = self.split_heads(x)
-        if return_weights:
+        if cache is not None:
+            if return_weights:
+                raise ValueError("return_weights is not supported with a KV cache")
+            out = self._attend_cached(q, k, v, cache, layer)
+        elif return_weights:
             out, weights = explicit_attention(q, k, v, self.attn_dropout)
         else:
             p = self.dropout_p if self.training else 0.0
@@ -119,3 +140,24 @@ class CausalSelfAttention(nn.Module):
         out = out.transpose(1, 2).contiguous().view(B, T, C)  # concatenate the heads
         out = self.resid_dropout(self.out_proj(out))
         return (out, weights) if return_weights else out
+
+    def _attend_cached(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: KVCache, layer: int
+    ) -> torch.Tensor:
+        """(B, n_head, T, d_k) new queries, keys, values -> (B, n_head, T, d_k) output,
+        attending over the cached positions and the new ones."""
+        past = cache.length
+        keys, values = cache.update(layer, k, v)
+        p = self.dropout_p if self.training else 0.0
+        if past == 0:
+            # Prefill into an empty cache: the usual square causal mask.
+            return F.scaled_dot_product_attention(q, keys, values, dropout_p=p, is_causal=True)
+        if q.size(2) == 1:
+            # One decode step: the newest position may see every key, so no mask at all.
+            return F.scaled_dot_product_attention(q, keys, values, dropout_p=p)
+        # Several new positions after cached ones. is_causal=True would align the mask to
+        # the top left (query i sees keys 0..i), so build the bottom-right one explicitly:
+        # query i is position past + i and sees keys 0 .. past + i.
+        T = q.size(2)
+        mask = torch.ones(T, past + T, dtype=torch.bool, device=q.device).tril(diagonal=past)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)

@@ -5,6 +5,7 @@ from torch import nn
 
 from model.attention import CausalSelfAttention
 from model.config import GPTConfig
+from model.kv_cache import KVCache
 
 
 class MLP(nn.Module):
@@ -44,14 +45,21 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(
-        self, x: torch.Tensor, return_weights: bool = False
+        self,
+        x: torch.Tensor,
+        return_weights: bool = False,
+        cache: KVCache | None = None,
+        layer: int = 0,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Transform (B, T, C) activations; optionally also return the block's
-        (B, n_head, T, T) attention weights."""
+        (B, n_head, T, T) attention weights. With a KV cache, x holds the positions after
+        the cached ones and ``layer`` is this block's index in the cache."""
         if return_weights:
-            attended, weights = self.attn(self.ln_1(x), return_weights=True)
+            attended, weights = self.attn(
+                self.ln_1(x), return_weights=True, cache=cache, layer=layer
+            )
         else:
-            attended = self.attn(self.ln_1(x))
+            attended = self.attn(self.ln_1(x), cache=cache, layer=layer)
         x = x + attended
         x = x + self.mlp(self.ln_2(x))
         return (x, weights) if return_weights else x

@@ -7,9 +7,14 @@
 
 The LM head shares its weight matrix with the token embedding (weight tying,
 Press & Wolf 2017), as in GPT-2.
+
+Generation (`GPT.generate`, `GPT.generate_stream`) runs the prompt through the model
+once (prefill) and then one new token per step, reusing the keys and values of earlier
+positions from a `KVCache`.
 """
 
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +22,8 @@ from torch import nn
 
 from model.block import Block
 from model.config import GPTConfig
-from model.generation import next_token, validate_sampling_args
+from model.generation import next_token, sliding_window_keep, validate_sampling_args
+from model.kv_cache import KVCache
 
 INIT_STD = 0.02
 
@@ -91,6 +97,7 @@ class GPT(nn.Module):
         idx: torch.Tensor,
         targets: torch.Tensor | None = None,
         return_attention: bool = False,
+        cache: KVCache | None = None,
     ):
         """Compute next-token logits and, given targets, the loss.
 
@@ -99,6 +106,10 @@ class GPT(nn.Module):
             targets: optional (B, T) int64 next-token ids; -1 marks positions to ignore.
             return_attention: if True, also return a list of n_layer attention-weight
                 tensors, each (B, n_head, T, T), computed by the explicit path.
+            cache: optional KV cache (generation). idx then holds the T tokens that
+                follow the ``cache.length`` cached ones: they get positions
+                cache.length .. cache.length + T - 1, attend over the cached keys and
+                values too, and are appended to the cache (``cache.length`` grows by T).
 
         Returns:
             ``(logits, loss)``: logits (B, T, vocab_size); loss is the mean
@@ -106,23 +117,36 @@ class GPT(nn.Module):
             With ``return_attention``: ``(logits, loss, attention_weights)``.
 
         Raises:
-            ValueError: if T exceeds block_size.
+            ValueError: if T (plus the cached positions) exceeds block_size, or both
+                ``return_attention`` and ``cache`` are given.
         """
         B, T = idx.shape
-        if T > self.config.block_size:
+        start = 0
+        if cache is not None:
+            if return_attention:
+                raise ValueError("return_attention is not supported with a KV cache")
+            start = cache.length
+            if start + T > self.config.block_size:
+                raise ValueError(
+                    f"the KV cache holds {start} positions; {T} more exceed block_size "
+                    f"{self.config.block_size}"
+                )
+        elif T > self.config.block_size:
             raise ValueError(
                 f"sequence length {T} exceeds block_size {self.config.block_size}; "
                 "crop the context to the last block_size tokens"
             )
-        positions = torch.arange(T, device=idx.device)
+        positions = torch.arange(start, start + T, device=idx.device)
         x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
         attention_weights = []
-        for block in self.blocks:
+        for layer, block in enumerate(self.blocks):
             if return_attention:
                 x, weights = block(x, return_weights=True)
                 attention_weights.append(weights)
             else:
-                x = block(x)
+                x = block(x, cache=cache, layer=layer)
+        if cache is not None:
+            cache.advance(T)
         logits = self.lm_head(self.ln_f(x))
         loss = None
         if targets is not None:
@@ -133,39 +157,162 @@ class GPT(nn.Module):
             return logits, loss, attention_weights
         return logits, loss
 
-    @torch.no_grad()
     def generate(
         self,
         idx: torch.Tensor,
         max_new_tokens: int,
         temperature: float = 1.0,
         top_k: int | None = None,
+        top_p: float | None = None,
+        *,
         generator: torch.Generator | None = None,
+        use_cache: bool = True,
     ) -> torch.Tensor:
         """Extend each sequence by sampling one token at a time (autoregressively).
 
-        The context is cropped to the last block_size tokens, so any number of
-        tokens can be generated. Switch the model to eval mode first (no dropout).
+        Any number of tokens can be generated; see `generate_stream` for how the
+        context is kept within block_size. Switch the model to eval mode first (no
+        dropout).
 
         Args:
-            idx: (B, T) int64 prompt token ids, T >= 1.
+            idx: (B, T) int64 prompt token ids, B >= 1, T >= 1.
             max_new_tokens: number of tokens to add (>= 0).
             temperature: > 0 scales the logits; 0 means greedy decoding.
             top_k: sample only among the k most likely tokens (clamped to vocab_size).
+            top_p: nucleus sampling threshold in (0, 1] (Holtzman et al. 2020).
             generator: torch RNG on the model's device, for reproducible samples.
+            use_cache: decode with a KV cache (fast); False re-runs the whole context
+                for every token (the reference path).
 
         Returns:
             (B, T + max_new_tokens) int64 token ids, starting with the prompt.
 
         Raises:
-            ValueError: for a negative max_new_tokens or temperature, a non-positive
-                top_k, or an empty prompt.
+            ValueError: naming the argument, before any model work, for a bad
+                max_new_tokens, temperature, top_k, top_p or generator, or an empty
+                prompt.
         """
-        validate_sampling_args(max_new_tokens, temperature, top_k)
-        if idx.size(1) == 0:
-            raise ValueError("the prompt must hold at least one token")
+        steps = list(
+            self.generate_stream(
+                idx,
+                max_new_tokens,
+                temperature,
+                top_k,
+                top_p,
+                generator=generator,
+                use_cache=use_cache,
+            )
+        )
+        return torch.cat([idx, *steps], dim=1)
+
+    def generate_stream(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        *,
+        generator: torch.Generator | None = None,
+        use_cache: bool = True,
+    ) -> Iterator[torch.Tensor]:
+        """Like `generate`, but yield the new tokens one step at a time (for streaming).
+
+        The arguments are checked when this is called, before any model work; the
+        model runs as the iterator is consumed, and stopping early costs nothing more.
+
+        With the cache, the prompt (its last block_size tokens) is run once (prefill),
+        then one token per step. Past block_size, a sliding window: when the cache is
+        full, the last 3/4 of block_size tokens (`sliding_window_keep`) are run through
+        the model again into an emptied cache, and decoding continues from there. So
+        once the context has reached block_size, every prediction sees between 3/4 and
+        all of block_size tokens.
+        While the sequence fits in block_size (prompt + new tokens <= block_size + 1),
+        the tokens are exactly those of ``use_cache=False`` with the same generator;
+        past it, that reference path always sees the last block_size tokens instead.
+
+        Args:
+            idx: (B, T) int64 prompt token ids, B >= 1, T >= 1.
+            max_new_tokens, temperature, top_k, top_p, generator, use_cache: as in
+                `generate`.
+
+        Returns:
+            An iterator of max_new_tokens (B, 1) int64 tensors, the new token of each
+            sequence at each step.
+
+        Raises:
+            ValueError: as `generate`, at call time.
+        """
+        validate_sampling_args(max_new_tokens, temperature, top_k, top_p)
+        if idx.dim() != 2 or idx.size(0) == 0 or idx.size(1) == 0:
+            raise ValueError(
+                f"the prompt idx must be (B, T) token ids with B >= 1 and T >= 1 (at least "
+                f"one token), got shape {tuple(idx.shape)}"
+            )
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be a torch.Generator, got {type(generator)}")
+        decode = self._decode_cached if use_cache else self._decode_uncached
+        steps = decode(idx, max_new_tokens, temperature, top_k, top_p, generator)
+        # The decoding runs in inference mode; cloning outside it hands the caller
+        # ordinary tensors (inference tensors refuse in-place edits and autograd).
+        return (step.clone() for step in steps)
+
+    @torch.inference_mode()
+    def _decode_uncached(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        generator: torch.Generator | None,
+    ) -> Iterator[torch.Tensor]:
+        """Reference decoder: every step runs the last block_size tokens in full.
+        Yields (B, 1) token ids."""
         for _ in range(max_new_tokens):
-            context = idx[:, -self.config.block_size :]
-            logits, _ = self(context)
-            idx = torch.cat([idx, next_token(logits[:, -1, :], temperature, top_k, generator)], 1)
-        return idx
+            logits, _ = self(idx[:, -self.config.block_size :])
+            token = next_token(
+                logits[:, -1, :], temperature, top_k, top_p=top_p, generator=generator
+            )
+            yield token
+            idx = torch.cat([idx, token], dim=1)
+
+    @torch.inference_mode()
+    def _decode_cached(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        generator: torch.Generator | None,
+    ) -> Iterator[torch.Tensor]:
+        """KV-cached decoder with the sliding window of `generate_stream`.
+        Yields (B, 1) token ids."""
+        if max_new_tokens == 0:
+            return
+        block_size = self.config.block_size
+        keep = sliding_window_keep(block_size)
+        cache = KVCache.for_model(self, idx.size(0))
+        # window[:, :cache.length] are the tokens whose keys and values the cache holds,
+        # kept so that a slide can prefill the last `keep` of them again.
+        window = idx.new_empty(idx.size(0), block_size)
+        context = idx[:, -block_size:]
+        window[:, : context.size(1)] = context
+        logits, _ = self(context, cache=cache)
+        for step in range(max_new_tokens):
+            token = next_token(
+                logits[:, -1, :], temperature, top_k, top_p=top_p, generator=generator
+            )
+            yield token
+            if step == max_new_tokens - 1:
+                return  # no forward pass for a token nobody will sample after
+            if cache.length < block_size:
+                window[:, cache.length] = token[:, 0]
+                logits, _ = self(token, cache=cache)
+            else:
+                # Full: keep the last `keep` tokens (the new one included) and prefill.
+                window[:, : keep - 1] = window[:, block_size - keep + 1 :].clone()
+                window[:, keep - 1] = token[:, 0]
+                cache.reset()
+                logits, _ = self(window[:, :keep], cache=cache)

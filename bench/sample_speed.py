@@ -1,0 +1,90 @@
+"""Sampling speed with and without the KV cache (a benchmark, not a test).
+
+    python bench/sample_speed.py                      # the full table (several minutes)
+    python bench/sample_speed.py --new-tokens 100     # a quick look
+
+For each model shape and batch size, generates --new-tokens characters per sequence
+from a --prompt-len character prompt with random weights (vocab 65, eval mode,
+temperature 1), once with `use_cache=False` (every step re-runs the last block_size
+tokens) and once with the KV cache, and prints characters per second: characters
+generated in the whole batch divided by wall-clock seconds. One untimed warm-up run of
+a few tokens precedes each timing. Past block_size the cached path slides its window
+(see GPT.generate_stream), and that cost is included.
+
+--prompt-len block_size times the steady state at full context only. On a machine
+shared with other work, --threads 1 gives steadier figures: with every core busy,
+PyTorch's threads wait on one another at each small operation of a decode step.
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import GPT, GPTConfig  # noqa: E402  (needs the path above)
+
+# name -> (n_layer, n_head, n_embd, block_size)
+SHAPES = {
+    "cpu": (4, 4, 128, 64),  # configs/shakespeare_char_cpu.yaml, model section
+    "6x384": (6, 6, 384, 256),  # configs/shakespeare_char.yaml shape
+}
+VOCAB_SIZE = 65  # Tiny Shakespeare's characters
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags; every size can be made small for a short run."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="cpu,6x384", help=f"comma list of {sorted(SHAPES)}")
+    p.add_argument("--batch-sizes", default="1,8", help="comma list of batch sizes")
+    p.add_argument("--new-tokens", type=int, default=1000, help="characters per sequence")
+    p.add_argument("--prompt-len", type=int, default=1, help="prompt characters")
+    p.add_argument("--no-cache", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time the uncached path (slow: --no-no-cache skips it)")  # fmt: skip
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def chars_per_second(model: GPT, batch: int, args: argparse.Namespace, use_cache: bool) -> float:
+    """Characters generated per wall-clock second over the batch (B * new / seconds)."""
+    gen = torch.Generator().manual_seed(args.seed)
+    prompt = torch.randint(0, VOCAB_SIZE, (batch, args.prompt_len), generator=gen)
+    model.generate(prompt, 4, generator=gen, use_cache=use_cache)  # warm-up
+    start = time.perf_counter()
+    model.generate(prompt, args.new_tokens, generator=gen, use_cache=use_cache)
+    return batch * args.new_tokens / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Time every (model, batch) pair and print a Markdown table."""
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"{args.new_tokens} new characters per sequence, prompt {args.prompt_len}"
+    )
+    print("| model | batch | no cache (chars/s) | KV cache (chars/s) | speed-up |")
+    print("|---|---|---|---|---|")
+    for name in args.models.split(","):
+        n_layer, n_head, n_embd, block_size = SHAPES[name]
+        torch.manual_seed(args.seed)
+        config = GPTConfig(VOCAB_SIZE, block_size, n_layer, n_head, n_embd)
+        model = GPT(config).eval()
+        label = f"{n_layer} layers, {n_head} heads, {n_embd} wide, block {block_size}"
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            cached = chars_per_second(model, batch, args, use_cache=True)
+            if args.no_cache:
+                plain = chars_per_second(model, batch, args, use_cache=False)
+                cells = f"{plain:,.0f} | {cached:,.0f} | {cached / plain:.1f}x"
+            else:
+                cells = f"- | {cached:,.0f} | -"
+            print(f"| {label} | {batch} | {cells} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
