@@ -76,7 +76,8 @@ def measure_peak_gflops(device: torch.device, n: int = 2048, repeats: int = 10) 
 def flops_per_token(model, n_layer: int, n_embd: int, block_size: int) -> float:
     """6 N + 12 n_layer n_embd block_size (see the module docstring)."""
     n = sum(p.numel() for p in model.parameters())  # tied weights counted once
-    n -= model.position_embedding.weight.numel() if hasattr(model, "position_embedding") else 0
+    if model.position_embedding is not None:
+        n -= model.position_embedding.weight.numel()
     return 6 * n + 12 * n_layer * n_embd * block_size
 
 

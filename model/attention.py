@@ -9,6 +9,8 @@ Each token's vector is projected to a query q, a key k and a value v. For every 
 
 The heads are concatenated and projected back to n_embd channels
 (Vaswani et al. 2017, "Attention Is All You Need", eq. 1 and section 3.2.2).
+With the modern options, q and k are first RMS-normalised per head (QK-norm) and/or
+rotated by their positions (RoPE, `model.rope`), before the scores are computed.
 
 `CausalSelfAttention.forward` runs these steps with PyTorch's fused
 `scaled_dot_product_attention` kernel (same maths, much faster); with
@@ -28,6 +30,7 @@ from torch import nn
 
 from model.config import GPTConfig
 from model.kv_cache import KVCache
+from model.rope import RotaryEmbedding
 
 
 def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
@@ -90,6 +93,12 @@ class CausalSelfAttention(nn.Module):
         self.qkv_proj = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         # Output projection back into the residual stream (scaled at init, see GPT).
         self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.qk_norm = config.qk_norm
+        self.rotary = (
+            RotaryEmbedding(config.head_size, config.block_size, config.rope_base)
+            if config.position == "rope"
+            else None
+        )
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
 
@@ -128,6 +137,12 @@ class CausalSelfAttention(nn.Module):
         """
         B, T, C = x.shape
         q, k, v = self.split_heads(x)
+        if self.qk_norm:  # unit RMS per head: bounded attention logits
+            q = F.rms_norm(q, (q.size(-1),))
+            k = F.rms_norm(k, (k.size(-1),))
+        if self.rotary is not None:  # positions continue after the cached ones
+            start = cache.length if cache is not None else 0
+            q, k = self.rotary(q, start), self.rotary(k, start)
         if cache is not None:
             if return_weights:
                 raise ValueError("return_weights is not supported with a KV cache")

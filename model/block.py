@@ -1,37 +1,61 @@
 """One transformer block: pre-norm attention and MLP, each added to the residual stream."""
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from model.attention import CausalSelfAttention
 from model.config import GPTConfig
 from model.kv_cache import KVCache
+from model.norm import make_norm
+
+
+class ReLUSquared(nn.Module):
+    """relu(x)², elementwise (So et al. 2021, "Primer")."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Any shape in, same shape out."""
+        return F.relu(x).square()
+
+
+ACTIVATIONS = {"gelu": nn.GELU, "relu2": ReLUSquared}
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward network: C -> 4C -> GELU -> C (GPT-2).
+    """Position-wise feed-forward network: C -> 4C -> activation -> C.
 
     Args:
-        config: uses n_embd, dropout and bias.
+        config: uses n_embd, dropout, bias and activation ("gelu" as in GPT-2, or
+            "relu2").
+
+    Raises:
+        ValueError: for an unknown activation.
     """
 
     def __init__(self, config: GPTConfig):
         super().__init__()
+        if config.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"model.activation must be one of {', '.join(ACTIVATIONS)}, "
+                f"got {config.activation!r}"
+            )
         self.up_proj = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.gelu = nn.GELU()
+        self.activation = ACTIVATIONS[config.activation]()
         self.down_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Map (B, T, C) activations to (B, T, C), each position independently."""
-        return self.dropout(self.down_proj(self.gelu(self.up_proj(x))))
+        return self.dropout(self.down_proj(self.activation(self.up_proj(x))))
 
 
 class Block(nn.Module):
     """Pre-norm transformer block (GPT-2, Radford et al. 2019):
 
-        x = x + attention(layer_norm_1(x))
-        x = x + mlp(layer_norm_2(x))
+        x = x + attention(ln_1(x))
+        x = x + mlp(ln_2(x))
+
+    (norms are LayerNorm or RMSNorm, see `model.norm`)
 
     Args:
         config: the model's GPTConfig.
@@ -39,9 +63,9 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_1 = make_norm(config)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_2 = make_norm(config)
         self.mlp = MLP(config)
 
     def forward(

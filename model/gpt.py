@@ -1,12 +1,14 @@
 """The GPT: embeddings, a stack of transformer blocks, and a language-model head.
 
     idx (B, T) token ids
-      -> token embedding + position embedding        (B, T, C)
-      -> n_layer x Block (attention + MLP, pre-norm)  (B, T, C)
-      -> final LayerNorm -> LM head                   (B, T, vocab_size) logits
+      -> token embedding (+ learned position embedding)  (B, T, C)
+      -> n_layer x Block (attention + MLP, pre-norm)     (B, T, C)
+      -> final norm -> LM head                           (B, T, vocab_size) logits
 
-The LM head shares its weight matrix with the token embedding (weight tying,
-Press & Wolf 2017), as in GPT-2.
+By default this is GPT-2: learned positions, LayerNorm, GELU, and an LM head that
+shares its weight matrix with the token embedding (weight tying, Press & Wolf 2017).
+`GPTConfig` switches on the modern options (RoPE, RMSNorm, QK-norm, ReLU², untied
+head, logit soft-capping, zero-initialised projections).
 
 Generation (`GPT.generate`, `GPT.generate_stream`) runs the prompt through the model
 once (prefill) and then one new token per step, reusing the keys and values of earlier
@@ -24,6 +26,7 @@ from model.block import Block
 from model.config import GPTConfig
 from model.generation import next_token, sliding_window_keep, validate_sampling_args
 from model.kv_cache import KVCache
+from model.norm import make_norm
 
 INIT_STD = 0.02
 
@@ -44,12 +47,18 @@ class GPT(nn.Module):
             raise ValueError("GPTConfig.vocab_size must be set from the tokenizer (> 0)")
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.n_embd)
-        self.position_embedding = nn.Embedding(config.block_size, config.n_embd)
+        if config.position not in ("learned", "rope"):
+            raise ValueError(f"model.position must be learned or rope, got {config.position!r}")
+        # With RoPE, positions enter through the rotation of q and k instead.
+        self.position_embedding = (
+            nn.Embedding(config.block_size, config.n_embd) if config.position == "learned" else None
+        )
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_f = make_norm(config)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.lm_head.weight = self.token_embedding.weight  # weight tying
+        if config.tie_embeddings:
+            self.lm_head.weight = self.token_embedding.weight
         self.init_weights()
 
     @torch.no_grad()
@@ -59,36 +68,42 @@ class GPT(nn.Module):
         | tensor                                   | initial value                   |
         |------------------------------------------|---------------------------------|
         | token and position embeddings            | N(0, 0.02)                      |
-        | Linear weights (qkv_proj, up_proj)       | N(0, 0.02)                      |
-        | residual output projections              | N(0, 0.02 / sqrt(2 * n_layer))  |
-        |   (attn.out_proj, mlp.down_proj)         |                                 |
+        | Linear weights (qkv_proj, up_proj,       | N(0, 0.02)                      |
+        |   untied lm_head)                        |                                 |
+        | residual output projections              | N(0, 0.02 / sqrt(2 * n_layer)), |
+        |   (attn.out_proj, mlp.down_proj)         | or 0 with zero_init_proj        |
         | Linear biases                            | 0                               |
-        | LayerNorm weight / bias                  | 1 / 0                           |
-        | lm_head                                  | tied to the token embedding     |
+        | LayerNorm / RMSNorm gain, bias           | 1, 0                            |
+        | tied lm_head                             | the token embedding itself      |
 
         The residual projections are scaled down because each block adds two of them
         to the residual stream, whose variance would otherwise grow with depth
-        (GPT-2 paper, section 2.3).
+        (GPT-2 paper, section 2.3); zero_init_proj goes further and makes every block
+        start as the identity, so early training sees a shallow network.
         """
         residual_std = INIT_STD / math.sqrt(2 * self.config.n_layer)
         for name, module in self.named_modules():
             if isinstance(module, nn.Linear):
                 is_residual = name.endswith(("attn.out_proj", "mlp.down_proj"))
-                nn.init.normal_(module.weight, 0.0, residual_std if is_residual else INIT_STD)
+                if is_residual and self.config.zero_init_proj:
+                    nn.init.zeros_(module.weight)
+                else:
+                    std = residual_std if is_residual else INIT_STD
+                    nn.init.normal_(module.weight, 0.0, std)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, 0.0, INIT_STD)
-            elif isinstance(module, nn.LayerNorm):
+            elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
                 nn.init.ones_(module.weight)
-                if module.bias is not None:
+                if getattr(module, "bias", None) is not None:
                     nn.init.zeros_(module.bias)
 
     def num_params(self, non_embedding: bool = True) -> int:
         """Number of parameters; by default without the position embedding (the
         token embedding is counted once, as the tied LM head)."""
         n = sum(p.numel() for p in self.parameters())
-        if non_embedding:
+        if non_embedding and self.position_embedding is not None:
             n -= self.position_embedding.weight.numel()
         return n
 
@@ -136,8 +151,10 @@ class GPT(nn.Module):
                 f"sequence length {T} exceeds block_size {self.config.block_size}; "
                 "crop the context to the last block_size tokens"
             )
-        positions = torch.arange(start, start + T, device=idx.device)
-        x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
+        x = self.token_embedding(idx)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(start, start + T, device=idx.device))
+        x = self.dropout(x)
         attention_weights = []
         for layer, block in enumerate(self.blocks):
             if return_attention:
@@ -148,6 +165,9 @@ class GPT(nn.Module):
         if cache is not None:
             cache.advance(T)
         logits = self.lm_head(self.ln_f(x))
+        if self.config.logit_softcap > 0:  # smoothly bound logits to (-cap, cap)
+            cap = self.config.logit_softcap
+            logits = cap * torch.tanh(logits / cap)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(

@@ -270,6 +270,23 @@ def validate(cfg: RunConfig) -> list[str]:
             f"model.n_embd ({m.n_embd}) must be divisible by model.n_head ({m.n_head}); "
             f"for example n_embd={m.n_head * max(1, round(m.n_embd / m.n_head))}"
         )
+    model_choices = {
+        "model.position": (m.position, ("learned", "rope")),
+        "model.norm": (m.norm, ("layernorm", "rmsnorm")),
+        "model.activation": (m.activation, ("gelu", "relu2")),
+    }
+    for key, (value, allowed) in model_choices.items():
+        if value not in allowed:
+            problems.append(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    if m.position == "rope" and m.n_head > 0 and (m.n_embd // m.n_head) % 2:
+        problems.append(
+            f"model.position=rope needs an even head size, but n_embd / n_head = "
+            f"{m.n_embd // m.n_head}"
+        )
+    if m.logit_softcap < 0:
+        problems.append(f"model.logit_softcap must be >= 0 (0 = off), got {m.logit_softcap}")
+    if m.rope_base <= 1:
+        problems.append(f"model.rope_base must be > 1, got {m.rope_base}")
     if not 0 <= m.dropout < 1:
         problems.append(f"model.dropout must be in [0, 1), got {m.dropout}")
     if not 0 < cfg.data.val_fraction < 1:

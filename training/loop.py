@@ -6,6 +6,7 @@ deterministic evaluation, checkpoints and TensorBoard logging.
 """
 
 import contextlib
+import dataclasses
 import math
 import random
 import time
@@ -44,7 +45,10 @@ from training.schedule import scheduled_learning_rate
 
 CKPT_NAME = "ckpt.pt"  # latest state, for resuming
 BEST_NAME = "best.pt"  # weights with the lowest validation loss so far
-ARCHITECTURE_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias")
+# Everything in GPTConfig that fixes the weights' shapes or meaning (not dropout).
+ARCHITECTURE_KEYS = tuple(
+    f.name for f in dataclasses.fields(GPTConfig) if f.name not in ("dropout", "vocab_size")
+)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -113,7 +117,7 @@ def _check_resume_compatible(ckpt: dict, cfg: RunConfig, vocab: list[str], path:
     problems = [
         f"model.{k} is {getattr(cfg.model, k)} but the checkpoint has {saved[k]}"
         for k in ARCHITECTURE_KEYS
-        if getattr(cfg.model, k) != saved[k]
+        if getattr(cfg.model, k) != saved.get(k, getattr(GPTConfig(), k))
     ]
     if list(ckpt["vocab"]) != vocab:
         problems.append(

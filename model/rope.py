@@ -1,0 +1,43 @@
+"""Rotary position embeddings (RoPE; Su et al. 2021, "RoFormer", section 3.4).
+
+Instead of adding a position vector to each token, RoPE rotates every pair of
+channels of a query or key by an angle proportional to its position m: pair i turns by
+m * base^(-2i/d_k). The dot product of a query at position m with a key at position n
+then depends only on m - n, the distance between them.
+"""
+
+import torch
+from torch import nn
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotates (B, n_head, T, d_k) queries or keys by their positions.
+
+    Channels are paired as (i, i + d_k/2) (the "half-split" layout of GPT-NeoX).
+
+    Args:
+        head_size: d_k, must be even.
+        block_size: the most positions ever needed.
+        base: the frequency base theta.
+
+    Raises:
+        ValueError: if head_size is odd.
+    """
+
+    def __init__(self, head_size: int, block_size: int, base: float = 10000.0):
+        super().__init__()
+        if head_size % 2:
+            raise ValueError(f"RoPE needs an even head size (n_embd / n_head), got {head_size}")
+        inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float32) / head_size)
+        angles = torch.outer(torch.arange(block_size, dtype=torch.float32), inv_freq)
+        # Derived from the config, so not saved in checkpoints (persistent=False).
+        self.register_buffer("cos", angles.cos(), persistent=False)  # (block_size, d_k/2)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Rotate x (B, n_head, T, d_k), whose positions are start .. start + T - 1."""
+        T = x.size(-2)
+        cos = self.cos[start : start + T].to(x.dtype)
+        sin = self.sin[start : start + T].to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)

@@ -1,0 +1,115 @@
+"""The modern architecture options: each trains, stays causal, and matches its references."""
+
+import pytest
+import torch
+
+from model import GPT, GPTConfig
+from model.kv_cache import KVCache
+from model.rope import RotaryEmbedding
+
+BASE = dict(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32)
+OPTIONS = {
+    "gpt2": {},
+    "rope": {"position": "rope"},
+    "rmsnorm": {"norm": "rmsnorm"},
+    "qk_norm": {"qk_norm": True},
+    "relu2": {"activation": "relu2"},
+    "untied": {"tie_embeddings": False},
+    "softcap": {"logit_softcap": 5.0},
+    "zero_init": {"zero_init_proj": True},
+    "modern": {
+        "position": "rope",
+        "norm": "rmsnorm",
+        "qk_norm": True,
+        "activation": "relu2",
+        "tie_embeddings": False,
+        "logit_softcap": 15.0,
+        "zero_init_proj": True,
+    },
+}
+
+
+def build(name: str, **extra) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**BASE, **OPTIONS[name], **extra))
+
+
+@pytest.mark.parametrize("name", OPTIONS)
+def test_option_trains_and_stays_causal(name):
+    model = build(name)
+    x = torch.randint(0, 20, (8, 16))
+    y = torch.roll(x, -1, dims=1)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(15):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.3
+
+    model.eval()
+    changed = x.clone()
+    changed[:, 9:] = (x[:, 9:] + 1) % 20
+    for return_attention in (False, True):
+        a = model(x, return_attention=return_attention)[0]
+        b = model(changed, return_attention=return_attention)[0]
+        torch.testing.assert_close(a[:, :9], b[:, :9], atol=1e-5, rtol=0)
+        assert (a[:, 9:] - b[:, 9:]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("name", OPTIONS)
+def test_fast_explicit_and_cached_paths_agree(name):
+    model = build(name).eval()
+    for p in model.parameters():  # zero-initialised projections would hide differences
+        p.data.add_(0.02 * torch.randn_like(p))
+    x = torch.randint(0, 20, (3, 12))
+    fast, _ = model(x)
+    slow, _, weights = model(x, return_attention=True)
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+    torch.testing.assert_close(weights[0].sum(-1), torch.ones(3, 2, 12))
+    with torch.no_grad():
+        cache = KVCache.for_model(model, batch_size=3)
+        logits, _ = model(x[:, :5], cache=cache)
+        steps = [logits[:, -1]]
+        for t in range(5, 12):
+            logits, _ = model(x[:, t : t + 1], cache=cache)
+            steps.append(logits[:, -1])
+    torch.testing.assert_close(torch.stack(steps, 1), fast[:, 4:12], atol=1e-4, rtol=0)
+
+
+def test_rope_scores_depend_only_on_distance():
+    torch.manual_seed(0)
+    rope = RotaryEmbedding(head_size=8, block_size=64)
+    q = torch.randn(1, 1, 1, 8)
+    k = torch.randn(1, 1, 1, 8)
+
+    def score(i: int, j: int) -> float:
+        return (rope(q, start=i) * rope(k, start=j)).sum().item()
+
+    for i, j in [(5, 2), (10, 10), (3, 0)]:
+        for shift in (1, 7, 40):
+            assert score(i + shift, j + shift) == pytest.approx(score(i, j), abs=1e-4)
+    assert score(5, 2) != pytest.approx(score(5, 4), abs=1e-3)  # distance matters
+    torch.testing.assert_close(rope(q, 0), q)  # position 0 is not rotated
+
+
+def test_softcap_bounds_logits_and_untied_head_is_separate():
+    model = build("modern")
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1000)
+    logits, _ = model(torch.randint(0, 20, (2, 16)))
+    assert logits.abs().max() <= 15.0  # tanh saturates at the cap in float32
+    assert model.lm_head.weight is not model.token_embedding.weight
+    assert model.position_embedding is None
+    assert torch.all(model.blocks[0].attn.out_proj.weight == 0)
+    assert torch.all(model.blocks[1].mlp.down_proj.weight == 0)
+
+
+def test_compiled_and_eager_forward_agree():
+    model = build("modern").eval()
+    x = torch.randint(0, 20, (2, 16))
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x)[0], model(x)[0], atol=1e-4, rtol=1e-4)
