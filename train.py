@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CorpusError, CheckpointError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if result.interrupted:
-        return 130
+    if result.interrupted:  # the shell's convention: 128 + signal number
+        return 128 + (result.signal or 2)
     if result.rank == 0:
         print(f"best val loss {result.best_val_loss:.4f} nats/char; checkpoint in {result.out_dir}")
     return 0

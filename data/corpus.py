@@ -116,7 +116,9 @@ def fetch_default_corpus(path: Path) -> None:
         if hashlib.sha256(raw).hexdigest() == TINY_SHAKESPEARE_SHA256:
             _atomic_write_bytes(path, raw)
             return
-        problems.append(f"{OFFLINE_COPY} has the wrong sha256")
+        problems.append(f"the offline copy {OFFLINE_COPY} has the wrong sha256")
+    else:
+        problems.append(f"no offline copy at {OFFLINE_COPY}")
     try:
         with urllib.request.urlopen(TINY_SHAKESPEARE_URL, timeout=30) as response:
             raw = response.read()
@@ -169,7 +171,7 @@ def prepare_corpus(
     except OSError as e:
         raise CorpusError(f"data.path: cannot read {path}: {e}") from None
     digest = hashlib.sha256(raw).hexdigest()
-    key = f"{digest[:20]}-v{val_fraction:g}-{decode_errors}-f{CACHE_FORMAT}"
+    key = f"{digest[:20]}-v{val_fraction!r}-{decode_errors}-f{CACHE_FORMAT}"
     cached = _load_cache(Path(cache_dir) / key)
     if cached is not None:
         tokenizer, train_ids, val_ids = cached
@@ -180,7 +182,10 @@ def prepare_corpus(
     ids = tokenizer.encode(text)
     n_train = int(len(ids) * (1 - val_fraction))
     train_ids, val_ids = ids[:n_train], ids[n_train:]
-    _save_cache(Path(cache_dir) / key, tokenizer, train_ids, val_ids, path)
+    try:
+        _save_cache(Path(cache_dir) / key, tokenizer, train_ids, val_ids, path)
+    except OSError as e:
+        raise CorpusError(f"data.cache_dir: cannot write to {cache_dir}: {e.strerror}") from None
     return Corpus(tokenizer, train_ids, val_ids, path, digest)
 
 

@@ -1,8 +1,9 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
-from training.config import ConfigError, RunConfig, config_from_dict, load_config
+from training.config import ConfigError, load_config
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 
@@ -105,9 +106,28 @@ def test_bad_yaml_file(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
-def test_round_trip_through_dict():
-    cfg = load_config(None, ["model.n_layer=3"])
-    cfg.model.vocab_size = 65
-    again = config_from_dict(cfg.to_dict())
-    assert again == cfg
-    assert isinstance(again, RunConfig)
+def test_resolved_config_round_trips(tmp_path):
+    cfg = load_config(None, ["model.n_layer=3", "train.max_iters=20", "train.warmup_iters=100"])
+    assert cfg.train.lr_decay_iters == 20
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg.to_dict()), encoding="utf-8")
+    assert load_config(path) == cfg
+
+
+def test_yes_no_on_off_stay_strings_and_sections_are_named():
+    assert load_config(None, ["out_dir=off"]).out_dir == "off"
+    with pytest.raises(ConfigError, match="model.dropout must be a number, got 'yes'"):
+        load_config(None, ["model.dropout=yes"])
+    with pytest.raises(ConfigError, match="'train' is a section"):
+        load_config(None, ["train=5"])
+    with pytest.raises(ConfigError, match="seed must be in"):
+        load_config(None, ["seed=-1"])
+    with pytest.raises(ConfigError, match="out_dir must not be empty"):
+        load_config(None, ["out_dir="])
+
+
+def test_non_utf8_config_file(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("seed: 1 # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path)

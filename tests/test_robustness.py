@@ -287,3 +287,96 @@ def test_any_unicode_corpus_round_trips_or_fails_cleanly(tmp_path, text, val_fra
             corpus.check_fits(block_size)
         except CorpusError as e:
             assert "block_size" in str(e)
+
+
+def test_overwrite_replaces_the_whole_earlier_run(tmp_path, shakespeare_path):
+    train(load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 3})))
+    out = tmp_path / "run"
+    assert len(list(out.glob("events.out.tfevents*"))) == 1
+    with pytest.raises(ConfigError, match="already holds a checkpoint"):
+        train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    train(
+        load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.overwrite": True}))
+    )
+    assert len(list(out.glob("events.out.tfevents*"))) == 1  # no mixing of two runs' curves
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 6
+
+
+def test_folder_of_an_unfinished_run_is_not_reused(tmp_path, shakespeare_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text("seed: 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="files of an earlier run .*train.overwrite=true"):
+        train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+
+
+def test_two_runs_cannot_share_a_folder(tmp_path, shakespeare_path):
+    fcntl = pytest.importorskip("fcntl")
+    out = tmp_path / "run"
+    out.mkdir()
+    with open(out / ".lock", "a", encoding="utf-8") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running trainer would
+        with pytest.raises(ConfigError, match="another training run is writing"):
+            train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    assert train(load_config(None, tiny_overrides(tmp_path, shakespeare_path))).iter_num == 6
+
+
+def test_resume_checks_and_reports_changed_settings(tmp_path, shakespeare_path, capsys):
+    train(load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 3})))
+    config_before = (tmp_path / "run" / "config.yaml").read_text(encoding="utf-8")
+    with pytest.raises(ConfigError, match="data.val_fraction is 0.2 but the run used 0.1"):
+        train(
+            load_config(
+                None,
+                tiny_overrides(
+                    tmp_path, shakespeare_path, **{"train.resume": True, "data.val_fraction": 0.2}
+                ),
+            )
+        )
+    nothing = tiny_overrides(
+        tmp_path, shakespeare_path, **{"train.resume": True, "train.max_iters": 2}
+    )
+    assert train(load_config(None, nothing)).iter_num == 3
+    assert (tmp_path / "run" / "config.yaml").read_text(encoding="utf-8") == config_before
+    capsys.readouterr()
+    changed = tiny_overrides(
+        tmp_path, shakespeare_path, **{"train.resume": True, "train.learning_rate": 0.002}
+    )
+    train(load_config(None, changed))
+    assert "train.learning_rate: 0.001 -> 0.002" in capsys.readouterr().out
+
+
+def test_schedule_notice_when_the_run_stops_before_the_decay(tmp_path, shakespeare_path, capsys):
+    overrides = tiny_overrides(tmp_path, shakespeare_path, **{"train.lr_decay_iters": 100})
+    train(load_config(None, overrides))
+    assert "stops before the decay ends" in capsys.readouterr().out
+
+
+def test_second_ctrl_c_during_the_save_does_not_lose_it(tmp_path, shakespeare_path, monkeypatch):
+    import training.loop
+
+    real_save = training.loop.save_checkpoint
+
+    def save_while_interrupted(payload, path):
+        signal.raise_signal(signal.SIGINT)  # the impatient second Ctrl-C
+        real_save(payload, path)
+
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 10}))
+    trainer = Trainer(cfg)
+    trainer.sampler.next_batch = SignalAt(trainer.sampler.next_batch, at=2, sig=signal.SIGINT)
+    monkeypatch.setattr(training.loop, "save_checkpoint", save_while_interrupted)
+    result = trainer.run()
+    assert result.interrupted and result.iter_num == 2
+    assert load_checkpoint(tmp_path / "run" / "ckpt.pt")["iter_num"] == 2
+
+
+def test_closed_stdout_does_not_stop_training(tmp_path, shakespeare_path, monkeypatch):
+    import training.loop
+
+    def closed_pipe(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(training.loop.tqdm, "write", closed_pipe)
+    result = train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    assert result.iter_num == 6
+    assert load_checkpoint(tmp_path / "run" / "ckpt.pt")["iter_num"] == 6

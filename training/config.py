@@ -176,6 +176,8 @@ def _coerce(key: str, value, hint):
 
 
 def _unknown_key_message(key: str) -> str:
+    if key in SECTIONS:
+        return f"{key!r} is a section: set its keys one by one, e.g. {key}.KEY=VALUE"
     close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.5)
     if not close:  # maybe the right key in the wrong section
         leaf = key.rsplit(".", 1)[-1]
@@ -195,8 +197,27 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
     return flat
 
 
+def parse_value(text: str):
+    """Read an override's value: true/false, null, an int, a float, else the text.
+
+    Unlike YAML 1.1, "yes", "no", "on" and "off" stay strings, so out_dir=off is a
+    folder name.
+    """
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "none", "~"):
+        return None
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            pass
+    return text
+
+
 def parse_override(arg: str) -> tuple[str, typing.Any]:
-    """'train.max_iters=100' -> ('train.max_iters', 100); values are parsed as YAML.
+    """'train.max_iters=100' -> ('train.max_iters', 100); see `parse_value`.
 
     Raises:
         ConfigError: if the argument has no '='.
@@ -204,13 +225,7 @@ def parse_override(arg: str) -> tuple[str, typing.Any]:
     if "=" not in arg:
         raise ConfigError(f"override {arg!r} must look like section.key=value")
     key, text = arg.split("=", 1)
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
-        value = text
-    if isinstance(value, (dict, list)) or value is None and text.strip() not in ("null", "~"):
-        value = text  # keep odd strings (e.g. '{a') as given
-    return key.strip(), value
+    return key.strip(), parse_value(text)
 
 
 def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
@@ -236,6 +251,8 @@ def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
         for section in sections:
             target = getattr(target, section)
         setattr(target, leaf, value)
+    if cfg.train.lr_decay_iters is None:  # the schedule's length, its own key
+        cfg.train.lr_decay_iters = cfg.train.max_iters
     # Values that failed their type check kept their defaults, so the remaining
     # values can still be checked: every problem is reported in one message.
     problems += validate(cfg)
@@ -301,11 +318,12 @@ def validate(cfg: RunConfig) -> list[str]:
         problems.append(f"train.min_lr must be in [0, train.learning_rate], got {t.min_lr}")
     if t.warmup_iters < 0:
         problems.append(f"train.warmup_iters must be >= 0, got {t.warmup_iters}")
-    if t.lr_decay_iters is not None and t.lr_decay_iters <= t.warmup_iters:
-        problems.append(
-            f"train.lr_decay_iters ({t.lr_decay_iters}) must exceed train.warmup_iters "
-            f"({t.warmup_iters})"
-        )
+    if t.lr_decay_iters is not None and t.lr_decay_iters <= 0:
+        problems.append(f"train.lr_decay_iters must be > 0, got {t.lr_decay_iters}")
+    if not 0 <= cfg.seed < 2**32:
+        problems.append(f"seed must be in [0, 2**32), got {cfg.seed}")
+    if cfg.out_dir is not None and not str(cfg.out_dir).strip():
+        problems.append("out_dir must not be empty (it would write into the current folder)")
     choices = {"train.lr_schedule": ("cosine", "wsd"), "train.optimizer": ("adamw", "muon")}
     for key, allowed in choices.items():
         value = getattr(t, key.split(".")[1])
@@ -345,14 +363,16 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
             tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except OSError as e:
             raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{path} is not UTF-8 text (byte offset {e.start})") from None
         except yaml.YAMLError as e:
             raise ConfigError(f"{path} is not valid YAML: {e}") from None
         if not isinstance(tree, dict):
             raise ConfigError(f"{path} must hold a mapping of sections (data, model, train)")
         for key, value in tree.items():
             if key in SECTIONS and not isinstance(value, dict):
-                problems.append(f"{path}: section {key!r} must be a mapping")
-        values.update(_flatten(tree))
+                problems.append(f"{path}: section {key!r} must be a mapping of keys")
+        values.update({k: v for k, v in _flatten(tree).items() if k not in SECTIONS})
     for arg in overrides:
         try:
             key, value = parse_override(arg)
@@ -360,18 +380,6 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
             problems.append(str(e))
             continue
         values[key] = value
-    cfg = build_config(values, problems)
-    if cfg.out_dir is None:
-        cfg.out_dir = str(Path("runs") / (path.stem if path is not None else "default"))
-    if cfg.train.lr_decay_iters is None:
-        cfg.train.lr_decay_iters = cfg.train.max_iters
-    return cfg
-
-
-def config_from_dict(tree: dict) -> RunConfig:
-    """Rebuild a RunConfig from `RunConfig.to_dict` output (e.g. from a checkpoint).
-
-    Raises:
-        ConfigError: if the dict does not describe a valid config.
-    """
-    return build_config(_flatten(tree))
+    if values.get("out_dir") is None:
+        values["out_dir"] = str(Path("runs") / (path.stem if path is not None else "default"))
+    return build_config(values, problems)

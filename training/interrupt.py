@@ -1,20 +1,29 @@
 """Graceful stop: Ctrl-C or SIGTERM asks the training loop to save and exit."""
 
 import signal
+import sys
 import threading
 
 
 class StopRequest:
     """Context manager that turns the first Ctrl-C (SIGINT) or SIGTERM into a flag,
     ``requested``, which the training loop checks between iterations so it can save
-    a consistent checkpoint. A second Ctrl-C raises KeyboardInterrupt at once.
+    a consistent checkpoint. A second Ctrl-C aborts at once (KeyboardInterrupt),
+    except while ``saving`` is True: a checkpoint being written is never cut short.
 
     Outside the main thread (where Python cannot install signal handlers) it does
     nothing and ``requested`` stays False.
+
+    Attributes:
+        requested: a stop was asked for.
+        signum: the signal that asked (for the exit status 128 + signum), or None.
+        saving: set by the loop around the final save.
     """
 
     def __init__(self):
         self.requested = False
+        self.signum = None
+        self.saving = False
         self._previous = {}
 
     def __enter__(self) -> "StopRequest":
@@ -24,9 +33,21 @@ class StopRequest:
         return self
 
     def _handle(self, signum, frame) -> None:
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+        if self.requested:
+            if self.saving:
+                print("\nstill saving the checkpoint; please wait", file=sys.stderr, flush=True)
+                return
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            return
         self.requested = True
+        self.signum = signum
+        print(
+            "\nstopping after this step and saving a checkpoint (Ctrl-C again to abort "
+            "without saving)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():

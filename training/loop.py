@@ -6,6 +6,7 @@ deterministic evaluation, checkpoints and TensorBoard logging.
 """
 
 import contextlib
+import copy
 import dataclasses
 import math
 import random
@@ -65,8 +66,10 @@ class TrainResult:
         best_val_loss: lowest validation loss seen, nats per character.
         evals: one dict per evaluation: iter, seconds (wall time since this call
             started training), train_loss, val_loss (nats/char), val_bpc (bits/char).
-        losses: {iteration: training loss in nats/char} for every logged iteration.
+        losses: {iteration: training loss in nats/char} for every logged iteration
+            (the loss of that iteration's batches, averaged over ranks).
         interrupted: True if Ctrl-C / SIGTERM stopped the run early.
+        signal: the signal number that stopped it, if any.
         rank: this process's rank (0 unless launched by torchrun).
     """
 
@@ -76,6 +79,7 @@ class TrainResult:
     evals: list = field(default_factory=list)
     losses: dict = field(default_factory=dict)
     interrupted: bool = False
+    signal: int | None = None
     rank: int = 0
 
 
@@ -86,11 +90,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _run_files(out_dir: Path) -> list[Path]:
+    """What a run leaves in its folder: checkpoints, config.yaml, TensorBoard events."""
+    names = (CKPT_NAME, BEST_NAME, "config.yaml")
+    return [out_dir / n for n in names if (out_dir / n).exists()] + sorted(
+        out_dir.glob("events.out.tfevents*")
+    )
+
+
 def _resume_path(cfg: RunConfig) -> Path | None:
     """The checkpoint to resume from, or None for a fresh run.
 
     Raises:
-        ConfigError: if a fresh run would overwrite an existing checkpoint, or a
+        ConfigError: if a fresh run would overwrite an earlier run's files, or a
             resume finds nothing to resume.
     """
     out_dir = Path(cfg.out_dir)
@@ -102,13 +114,59 @@ def _resume_path(cfg: RunConfig) -> Path | None:
                 "drop train.resume to start a new run there"
             )
         return ckpt_path
-    if ckpt_path.is_file() and not cfg.train.overwrite:
+    existing = _run_files(out_dir)
+    if existing and not cfg.train.overwrite:
+        what = "a checkpoint" if ckpt_path.is_file() else "files of an earlier run"
         raise ConfigError(
-            f"{out_dir} already holds a checkpoint ({ckpt_path}). Continue it with "
-            "train.resume=true, choose another out_dir=..., or replace it with "
-            "train.overwrite=true"
+            f"{out_dir} already holds {what} ({', '.join(p.name for p in existing[:3])}). "
+            + ("Continue it with train.resume=true, " if ckpt_path.is_file() else "")
+            + "choose another out_dir=..., or replace it with train.overwrite=true"
         )
     return None
+
+
+def _lock_run_folder(out_dir: Path):
+    """Hold an exclusive lock on out_dir/.lock for this process's lifetime, so two
+    runs cannot write into one folder; the OS releases it when the process ends.
+
+    Returns:
+        The open lock file (keep a reference), or None where locking is unsupported.
+
+    Raises:
+        ConfigError: if another run holds the lock, or out_dir cannot be created.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(out_dir / ".lock", "a", encoding="utf-8")  # noqa: SIM115 (held open)
+    except OSError as e:
+        raise ConfigError(f"out_dir: cannot create or write {out_dir}: {e.strerror}") from None
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; the files check above remains
+        return lock
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise ConfigError(
+            f"another training run is writing to {out_dir}; wait for it or choose "
+            "another out_dir=..."
+        ) from None
+    return lock
+
+
+def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """'key: old -> new' for every setting that differs (run-control keys left out)."""
+    ignored = {"train.resume", "train.max_iters", "train.overwrite", "model.vocab_size"}
+    changes = []
+    for key, value in current.items():
+        dotted = f"{prefix}{key}"
+        old = saved.get(key) if isinstance(saved, dict) else None
+        if isinstance(value, dict):
+            changes += _changed_settings(old or {}, value, dotted + ".")
+        elif dotted not in ignored and old != value:
+            changes.append(f"{dotted}: {old} -> {value}")
+    return changes
 
 
 def _check_resume_compatible(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> None:
@@ -119,6 +177,12 @@ def _check_resume_compatible(ckpt: dict, cfg: RunConfig, vocab: list[str], path:
         for k in ARCHITECTURE_KEYS
         if getattr(cfg.model, k) != saved.get(k, getattr(GPTConfig(), k))
     ]
+    saved_data = ckpt["config"]["data"]
+    if saved_data["val_fraction"] != cfg.data.val_fraction:
+        problems.append(
+            f"data.val_fraction is {cfg.data.val_fraction} but the run used "
+            f"{saved_data['val_fraction']}: its validation losses would not compare"
+        )
     if list(ckpt["vocab"]) != vocab:
         problems.append(
             f"the corpus's vocabulary ({len(vocab)} characters) differs from the "
@@ -148,10 +212,24 @@ class Trainer:
     """
 
     def __init__(self, cfg: RunConfig):
-        self.cfg = cfg
+        # config.yaml records the config as given (vocab_size 0: "from the corpus"),
+        # so it can be reused on another corpus; the working copy is resolved below.
+        self.given_cfg = cfg
+        cfg = self.cfg = copy.deepcopy(cfg)
         self.dist, self.device = init_distributed(cfg.device)
         self.out_dir = Path(cfg.out_dir)
         resume_path = _resume_path(cfg)
+        self._lock = None
+        self._lock = _lock_run_folder(self.out_dir) if self.dist.is_main else None
+        try:
+            self._setup(cfg, resume_path)
+        except BaseException:
+            self.close()  # a failed start must not keep the folder locked
+            raise
+
+    def _setup(self, cfg: RunConfig, resume_path: Path | None) -> None:
+        """Everything after the folder checks: corpus, model, optimizer, sampler."""
+        self.resumed_from = resume_path
         seed_everything(cfg.seed)
 
         d, tc = cfg.data, cfg.train
@@ -169,6 +247,7 @@ class Trainer:
         if resume_path is not None:
             ckpt = load_checkpoint(resume_path)
             _check_resume_compatible(ckpt, cfg, self.corpus.tokenizer.chars, resume_path)
+            self.changed_on_resume = _changed_settings(ckpt["config"], cfg.to_dict())
         # On resume the architecture is checked equal, so only dropout can differ.
         self.model = GPT(GPTConfig(**vars(cfg.model)))
         if ckpt is not None:
@@ -214,6 +293,9 @@ class Trainer:
             tc.batch_size * tc.gradient_accumulation_steps * cfg.model.block_size * world
         )
         self.writer = None
+        self._quiet = False
+        if resume_path is None:
+            self.changed_on_resume = []
         self.started = time.perf_counter()
         # First iteration (1-based, as logged) whose loss was NaN/inf, or -1. It stays
         # on the device, so checking costs no sync per step; read before logs and saves.
@@ -246,11 +328,11 @@ class Trainer:
                 if self.dist.enabled and not last
                 else contextlib.nullcontext()
             )
-            with sync, self.autocast():
-                _, loss = self.run_model(x, y)
-                # Scale so the accumulated gradient is the gradient of the mean loss.
-                loss = loss / tc.gradient_accumulation_steps
             with sync:
+                with self.autocast():
+                    _, loss = self.run_model(x, y)
+                    # Scale so the accumulated gradient is the gradient of the mean loss.
+                    loss = loss / tc.gradient_accumulation_steps
                 loss.backward()
             loss_sum += loss.detach()
         newly_bad = (self.first_nonfinite_step < 0) & ~torch.isfinite(loss_sum)
@@ -334,9 +416,19 @@ class Trainer:
         restore_rng_state(state, self.device)
 
     def say(self, message: str) -> None:
-        """Print a line above the progress bar (rank 0 only)."""
-        if self.dist.is_main:
-            tqdm.write(message)
+        """Print a line above the progress bar (rank 0 only). If stdout is closed
+        (``| head``), further lines are dropped; training carries on."""
+        if self.dist.is_main and not self._quiet:
+            try:
+                tqdm.write(message)
+            except (BrokenPipeError, OSError):
+                self._quiet = True
+
+    def close(self) -> None:
+        """Release the run folder's lock (also released when the process ends)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def check_finite(self) -> None:
         """Raise NonFiniteLossError if any training loss so far was NaN or infinite
@@ -345,10 +437,15 @@ class Trainer:
         bad = all_reduce(self.first_nonfinite_step.clone(), self.dist, op=ReduceOp.MAX)
         bad_step = int(bad)
         if bad_step >= 0:
+            kept = (
+                f"the last good checkpoint in {self.out_dir} is kept"
+                if (self.out_dir / CKPT_NAME).is_file()
+                else "no checkpoint had been written yet"
+            )
             raise NonFiniteLossError(
                 f"the training loss became NaN or infinite at iteration {bad_step}; "
-                f"training stopped and the last good checkpoint in {self.out_dir} is kept. "
-                "Lower train.learning_rate, raise train.warmup_iters, or set train.grad_clip."
+                f"training stopped and {kept}. Lower train.learning_rate, raise "
+                "train.warmup_iters, or set train.grad_clip."
             )
 
     def save(self) -> None:
@@ -414,26 +511,51 @@ class Trainer:
         flag = torch.tensor(float(stop.requested), device=self.device)
         return bool(all_reduce(flag, self.dist, op=ReduceOp.MAX))
 
+    def notices(self) -> list[str]:
+        """Things about the schedule a user may not expect, said once at the start."""
+        tc, notes = self.cfg.train, []
+        if tc.warmup_iters >= tc.max_iters:
+            notes.append(
+                f"note: train.warmup_iters={tc.warmup_iters} >= train.max_iters="
+                f"{tc.max_iters}: the learning rate never reaches train.learning_rate"
+            )
+        elif tc.lr_decay_iters > tc.max_iters:
+            notes.append(
+                f"note: the learning-rate schedule runs to train.lr_decay_iters="
+                f"{tc.lr_decay_iters}, past train.max_iters={tc.max_iters}; this run stops "
+                f"before the decay ends (set train.lr_decay_iters={tc.max_iters} to finish it)"
+            )
+        return notes
+
     def run(self) -> TrainResult:
         """Train from the current iteration to train.max_iters (see `train`)."""
         cfg, tc, result = self.cfg, self.cfg.train, self.result
         start = result.iter_num
+        if start >= tc.max_iters:
+            self.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
+            return result
         if self.dist.is_main:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
+            if self.cfg.train.overwrite and self.resumed_from is None:
+                for old in _run_files(self.out_dir):  # asked for: replace the earlier run
+                    old.unlink()
             (self.out_dir / "config.yaml").write_text(
-                yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True),
+                yaml.safe_dump(self.given_cfg.to_dict(), sort_keys=False, allow_unicode=True),
                 encoding="utf-8",
             )
             # On resume, drop events a stopped run may have logged after its checkpoint.
             self.writer = SummaryWriter(str(self.out_dir), purge_step=start + 1 if start else None)
         world = self.dist.world_size
+        for note in self.notices():
+            self.say(note)
+        if self.changed_on_resume:
+            self.say("note: resuming with changed settings: " + "; ".join(self.changed_on_resume))
         self.say(
             f"training on {self.device}"
             + (f" x {world} processes" if world > 1 else "")
-            + f": {self.model.num_params() / 1e6:.2f} M parameters, vocab {cfg.model.vocab_size}, "
-            f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
-            f"{world} ranks = {self.tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} "
-            f"-> {self.out_dir}"
+            + f": {self.model.num_params() / 1e6:.2f} M parameters (without position "
+            f"embeddings), vocab {cfg.model.vocab_size}, global batch {tc.batch_size} x "
+            f"{tc.gradient_accumulation_steps} accumulation x {world} ranks = "
+            f"{self.tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> {self.out_dir}"
         )
         self.started = time.perf_counter()
         last_log_time, last_log_step = self.started, start
@@ -450,6 +572,7 @@ class Trainer:
                 for step in range(start, tc.max_iters):
                     if self.stop_agreed(stop):
                         result.interrupted = True
+                        result.signal = stop.signum
                         break
                     loss_sum, grad_norm, lr = self.train_step(step)
                     result.iter_num = step + 1
@@ -462,20 +585,21 @@ class Trainer:
                         last_log_time, last_log_step = now, result.iter_num
                     if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
                         self.evaluate_and_save()
-                        last_log_time = time.perf_counter()  # keep eval time out of tokens/s
-            if result.interrupted:
-                self.save()
-                self.say(
-                    f"interrupted at step {result.iter_num}; checkpoint saved to "
-                    f"{self.out_dir / CKPT_NAME}. Resume with the same command plus "
-                    "train.resume=true"
-                )
-            elif start >= tc.max_iters:
-                self.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
+                        # Keep evaluation time out of the next tokens/s figure.
+                        last_log_time, last_log_step = time.perf_counter(), result.iter_num
+                if result.interrupted:
+                    stop.saving = True  # a further Ctrl-C must not cut the save short
+                    self.save()
+                    self.say(
+                        f"interrupted at step {result.iter_num}; checkpoint saved to "
+                        f"{self.out_dir / CKPT_NAME}. Resume with the same command plus "
+                        "train.resume=true"
+                    )
         finally:
             progress.close()
             if self.writer is not None:
                 self.writer.close()
+            self.close()
         return result
 
 
@@ -496,7 +620,11 @@ def train(cfg: RunConfig) -> TrainResult:
             before any training (see `Trainer`).
         NonFiniteLossError: if the loss becomes NaN or infinite.
     """
+    trainer = None
     try:
-        return Trainer(cfg).run()
+        trainer = Trainer(cfg)
+        return trainer.run()
     finally:
+        if trainer is not None:
+            trainer.close()
         shutdown_distributed()
