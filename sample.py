@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--checkpoint",
         default="ckpt.pt",
-        help="file in --out-dir (ckpt.pt: latest, best.pt: best validation) or a path",
+        help="file name in --out-dir (ckpt.pt: latest, best.pt: best validation), or a "
+        "path with a folder in it",
     )
     source = p.add_mutually_exclusive_group()
     source.add_argument(
@@ -173,8 +174,33 @@ def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
     return stream, stops
 
 
+def checkpoint_path(out_dir: str, checkpoint: str) -> Path:
+    """A bare file name (ckpt.pt, best.pt) is looked up in out_dir; anything with a
+    folder in it is a path of its own.
+
+    Raises:
+        CheckpointError: if the file is not there (with a hint for best.pt).
+    """
+    given = Path(checkpoint)
+    path = given if len(given.parts) > 1 or given.is_absolute() else Path(out_dir) / given
+    if not path.is_file():
+        hint = ""
+        if given.name == "best.pt" and (path.parent / "ckpt.pt").is_file():
+            hint = " (best.pt appears at the run's first evaluation; ckpt.pt is there)"
+        raise CheckpointError(f"no checkpoint at {path}{hint}")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Sample and print; returns the exit status (2 on bad input)."""
+    """Sample and print; returns the exit status (2 on bad input, 130 on Ctrl-C)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # A console that cannot show a character prints a replacement, not a traceback.
     if hasattr(sys.stdout, "reconfigure"):
@@ -185,9 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.prompt_file is not None:
             prompt = read_prompt_file(args.prompt_file)
         device = resolve_device(args.device)
-        path = Path(args.checkpoint)
-        if not path.is_file():
-            path = Path(args.out_dir) / args.checkpoint
+        path = checkpoint_path(args.out_dir, args.checkpoint)
         ckpt = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(ckpt, path)
         prompt = prompt or default_start_character(tokenizer.chars)

@@ -12,18 +12,19 @@ class CharTokenizer:
     corpus's distinct characters, so id order is code-point order.
 
     Args:
-        chars: the vocabulary, one single-code-point string per token, no duplicates.
+        chars: the vocabulary in id order: single characters, sorted, no duplicates.
 
     Raises:
-        ValueError: if an entry is not exactly one character or a character repeats.
+        ValueError: if an entry is not exactly one character, or the list is not
+            strictly increasing (unsorted or repeated).
     """
 
     def __init__(self, chars: list[str]):
         if any(len(c) != 1 for c in chars):
             raise ValueError("every vocabulary entry must be exactly one character")
-        if len(set(chars)) != len(chars):
-            raise ValueError("the vocabulary holds a character twice")
-        self.chars = sorted(chars)
+        if any(a >= b for a, b in zip(chars, chars[1:], strict=False)):
+            raise ValueError("the vocabulary must be sorted, without repeats")
+        self.chars = list(chars)
         # Code points in ascending order: encoding is a vectorised binary search.
         self._codepoints = np.array([ord(c) for c in self.chars], dtype=np.uint32)
 
@@ -73,7 +74,7 @@ class CharTokenizer:
         for pos in positions.tolist():
             first_seen.setdefault(text[pos], pos)
         listed = ", ".join(f"{c!r} (U+{ord(c):04X}) at position {p}" for c, p in first_seen.items())
-        shown = "".join(self.chars[:200]) + (" ..." if self.vocab_size > 200 else "")
+        shown = "".join(self.chars[:80]) + (" ..." if self.vocab_size > 80 else "")
         return (
             f"{len(first_seen)} character(s) not in the model's vocabulary: {listed}. "
             f"Use only characters the model was trained on ({self.vocab_size} known): {shown!r}"

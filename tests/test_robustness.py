@@ -188,7 +188,7 @@ def test_cpu_run_never_queries_cuda(tmp_path, shakespeare_path, monkeypatch):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
 def test_device_cuda_without_cuda_is_one_clear_line(tmp_path, shakespeare_path):
     cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path, device="cuda"))
-    with pytest.raises(ConfigError, match="CUDA is not available here; use device=cpu"):
+    with pytest.raises(ConfigError, match="device cuda is not available here; use cpu or auto"):
         train(cfg)
 
 

@@ -65,11 +65,15 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # zip, pickle and EOF errors all mean: unreadable file
+        # torch's own message may advise weights_only=False, unsafe for a file of
+        # unknown origin: report only the kind of failure.
         raise CheckpointError(
-            f"{path} is not a readable checkpoint (truncated or corrupt?): "
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            f"{path} is not a readable checkpoint: it is truncated, corrupt, not a "
+            f"PyTorch file, or holds objects other than tensors ({type(e).__name__})"
         ) from None
     version = ckpt.get("format_version") if isinstance(ckpt, dict) else None
+    if version is None:
+        raise CheckpointError(f"{path} is not a checkpoint of this project (no format_version)")
     if version != CHECKPOINT_FORMAT:
         raise CheckpointError(
             f"{path} has checkpoint format {version!r}; this code reads format "

@@ -8,12 +8,11 @@ from training.config import ConfigError
 
 
 def resolve_device(name: str) -> torch.device:
-    """'auto' -> cuda, then mps, then cpu; other names are checked for availability.
-
-    With 'cpu' nothing queries CUDA.
+    """'auto' -> cuda, then mps, then cpu; 'cpu', 'cuda' and 'mps' are checked for
+    availability. With 'cpu' nothing queries CUDA.
 
     Raises:
-        ConfigError: if the requested device is not available here.
+        ConfigError: for an unknown name or a device that is not available here.
     """
     if name == "cpu":
         return torch.device("cpu")
@@ -23,10 +22,11 @@ def resolve_device(name: str) -> torch.device:
         if torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but CUDA is not available here; use device=cpu or auto")
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError("device=mps but MPS is not available here; use device=cpu or auto")
+    available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}
+    if name not in available:
+        raise ConfigError(f"unknown device {name!r}: use auto, cpu, cuda or mps")
+    if not available[name]():
+        raise ConfigError(f"device {name} is not available here; use cpu or auto")
     return torch.device(name)
 
 
