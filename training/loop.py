@@ -32,6 +32,7 @@ from training.evaluate import evaluate_loss, nats_to_bits
 from training.interrupt import StopRequest
 from training.optim import build_optimizer
 from training.schedule import learning_rate_at
+from training.tensorboard_views import TensorBoardViews
 
 CKPT_NAME = "ckpt.pt"  # latest state, for resuming
 BEST_NAME = "best.pt"  # weights with the lowest validation loss so far
@@ -174,6 +175,7 @@ class Trainer:
         self.run_model = torch.compile(self.model) if tc.compile else self.model
         self.tokens_per_iter = tc.batch_size * tc.gradient_accumulation_steps * cfg.model.block_size
         self.writer = None
+        self.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
         self.started = time.perf_counter()
 
     def autocast(self):
@@ -270,6 +272,7 @@ class Trainer:
         improved = ev["val_loss"] < self.result.best_val_loss
         if improved:
             self.result.best_val_loss = ev["val_loss"]
+        self.views.log_evaluation(self.writer, self.model, step, self.result.best_val_loss)
         tqdm.write(
             f"step {step}: train {ev['train_loss']:.4f}, val {ev['val_loss']:.4f} nats/char "
             f"({ev['val_bpc']:.4f} bits/char), {ev['seconds']:.0f} s"
@@ -306,6 +309,7 @@ class Trainer:
         start = result.iter_num
         # On resume, drop events a stopped run may have logged after its checkpoint.
         self.writer = SummaryWriter(str(self.out_dir), purge_step=start + 1 if start else None)
+        self.views.log_hparams(self.writer)
         tqdm.write(
             f"training on {self.device}: {self.model.num_params() / 1e6:.2f} M parameters, "
             f"vocab {cfg.model.vocab_size}, {self.tokens_per_iter} tokens/step, "
