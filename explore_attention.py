@@ -26,6 +26,23 @@ from viz.attention_table import format_attention_table
 from viz.attention_weights import prompt_attention, select_head
 
 
+def parse_layers(text: str, n_layer: int) -> list[int]:
+    """'all' -> [0, ..., n_layer-1]; '0,2' -> [0, 2].
+
+    Raises:
+        ValueError: for a non-number or a layer outside 0..n_layer-1.
+    """
+    if text == "all":
+        return list(range(n_layer))
+    try:
+        layers = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--png-layers must be all or numbers like 0,2, got {text!r}") from None
+    if not all(0 <= layer < n_layer for layer in layers):
+        raise ValueError(f"--png-layers must be in 0..{n_layer - 1}, got {text!r}")
+    return layers
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface of explore_attention.py."""
     p = argparse.ArgumentParser(
@@ -45,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--head", type=int, default=None, help="head of the table, 0-based (default: average)"
     )
     p.add_argument("--png", default=None, help="heatmap grid (default: OUT_DIR/attention.png)")
+    p.add_argument(
+        "--png-layers",
+        default="all",
+        help="layers (rows) of the PNG: all, or 0-based numbers such as 0 or 0,2",
+    )
     p.add_argument("--dpi", type=int, default=150, help="PNG resolution, dots per inch")
     p.add_argument("--decimals", type=int, default=2, help="digits after the point in the table")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -73,20 +95,27 @@ def main(argv: list[str] | None = None) -> int:
         ids = torch.from_numpy(tokenizer.encode(args.prompt).astype("int64"))
         weights = prompt_attention(model.to(device), ids)
         table = select_head(weights, args.layer, args.head)
+        png_layers = parse_layers(args.png_layers, weights.size(0))
     except (ValueError, ConfigError, CheckpointError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     n_layer, n_head = weights.shape[:2]
-    layer = args.layer % n_layer
-    which = f"head {args.head}" if args.head is not None else f"average of {n_head} heads"
-    print(f"{path}: layer {layer} of 0..{n_layer - 1}, {which}")
-    print("rows: current character; columns: the characters it attends to; blank: future")
-    print(format_attention_table(table, args.prompt, args.decimals))
+    # The picture first: a reader that stops reading the table (| head) must not cost it.
     png = Path(args.png) if args.png else Path(args.out_dir) / "attention.png"
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig = attention_grid_figure(weights, args.prompt, title=f"{path}: {args.prompt!r}")
+    fig = attention_grid_figure(
+        weights[png_layers], args.prompt, layers=png_layers, title=f"{path}: {args.prompt!r}"
+    )
     fig.savefig(png, dpi=args.dpi)
-    print(f"wrote {png}: {n_layer} layers x {n_head} heads")
+    which = f"head {args.head}" if args.head is not None else f"average of {n_head} heads"
+    rows = f"{len(png_layers)} layer" + ("s" if len(png_layers) != 1 else "")
+    try:
+        print(f"{path}: layer {args.layer % n_layer} of 0..{n_layer - 1}, {which}")
+        print("rows: current character; columns: the characters it attends to; blank: future")
+        print(format_attention_table(table, args.prompt, args.decimals))
+        print(f"wrote {png}: {rows} x {n_head} heads", flush=True)
+    except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
+        sys.stdout = None
     return 0
 
 

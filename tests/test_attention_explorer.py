@@ -107,12 +107,15 @@ def test_png_is_a_layers_by_heads_grid(checkpoint, tmp_path, capsys):
     _, path = checkpoint
     png = tmp_path / "grid.png"
     argv = ["--checkpoint", str(path), "--prompt", "To be", "--png", str(png), "--dpi", "50"]
-    assert explore_attention.main([*argv, "--device", "cpu"]) == 0
-    assert f"wrote {png}: 2 layers x 3 heads" in capsys.readouterr().out
-    layout = GridLayout(panel_inches(5), 2, 3, label_inches(list("To␣be")), titled=True)
-    height, width, _ = matplotlib.image.imread(png).shape
-    # Agg rounds the pixel size down or to nearest depending on the fraction: +-1 px.
-    assert abs(width - layout.width * 50) < 1 and abs(height - layout.height * 50) < 1
+    for n_rows, rows, extra in ((2, "2 layers", []), (1, "1 layer", ["--png-layers", "1"])):
+        assert explore_attention.main([*argv, "--device", "cpu", *extra]) == 0
+        assert f"wrote {png}: {rows} x 3 heads" in capsys.readouterr().out
+        layout = GridLayout(panel_inches(5), n_rows, 3, label_inches(list("To␣be")), titled=True)
+        height, width, _ = matplotlib.image.imread(png).shape
+        # Agg rounds the pixel size down or to nearest depending on the fraction: +-1 px.
+        assert abs(width - layout.width * 50) < 1 and abs(height - layout.height * 50) < 1
+    assert explore_attention.main([*argv, "--png-layers", "2"]) == 2
+    assert "--png-layers must be in 0..1" in capsys.readouterr().err
 
 
 def test_grid_figure_panels_hold_the_weights_with_the_future_masked():

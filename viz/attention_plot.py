@@ -93,5 +93,5 @@ def attention_grid_figure(
     if title:
         # Characters no font has would be drawn as boxes, with a warning per glyph.
         drawable = "".join(c if font.can_draw(c) else code_point_label(c) for c in title)
-        fig.suptitle(drawable, fontfamily=list(font.families))
+        fig.suptitle(drawable, y=layout.title_y(), va="top", fontfamily=list(font.families))
     return fig

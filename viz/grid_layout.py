@@ -11,6 +11,7 @@ from viz.char_labels import display_width
 
 CHAR_INCHES = 0.08  # a narrow character at 8 pt (the tick labels); a wide one takes two
 INCHES_PER_CHAR = 0.24  # room for one tick label per row and column
+TITLE_INCHES = 0.4  # a 12-pt figure title and the space under it
 PANEL_INCHES = (1.8, 8.0)  # smallest and largest panel side, whatever the prompt length
 
 
@@ -57,8 +58,13 @@ class GridLayout:
         left = self.label + 0.35
         right = 1.0
         bottom = self.x_label_height + 0.4
-        top = 0.35 + (0.35 if self.titled else 0.0)
+        top = 0.35 + (TITLE_INCHES if self.titled else 0.0)
         return left, right, bottom, top
+
+    def title_y(self) -> float:
+        """Figure-fraction height of the top of the figure title: a fixed distance below
+        the top edge, whatever the figure height (matplotlib's default is a fraction)."""
+        return 1 - 0.08 / self.height
 
     @property
     def gaps(self) -> tuple[float, float]:
