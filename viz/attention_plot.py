@@ -52,12 +52,12 @@ def attention_grid_figure(
         with the future masked; the last axes is the colour bar.
 
     Raises:
-        ValueError: if weights is not 4-D with two last dimensions equal to len(text),
-            or layers does not have one entry per row.
+        ValueError: if text is empty, weights is not 4-D with its two last dimensions
+            equal to len(text), or layers does not have one entry per row.
     """
     w = np.asarray(weights.detach().cpu().float() if torch.is_tensor(weights) else weights)
     T = len(text)
-    if w.ndim != 4 or w.shape[2:] != (T, T):
+    if T == 0 or w.ndim != 4 or w.shape[2:] != (T, T):
         raise ValueError(
             f"weights must be (n_layer, n_head, {T}, {T}) for a {T}-character text, got {w.shape}"
         )

@@ -49,6 +49,7 @@ class GridLayout:
 
     @property
     def x_label_height(self) -> float:
+        """Inches the x tick labels take below a panel."""
         return self.label if self.x_label_rotation else CHAR_INCHES * 2
 
     @property
@@ -73,11 +74,13 @@ class GridLayout:
 
     @property
     def width(self) -> float:
+        """Figure width in inches."""
         left, right, _, _ = self.margins
         return left + self.n_head * self.side + (self.n_head - 1) * self.gaps[0] + right
 
     @property
     def height(self) -> float:
+        """Figure height in inches."""
         _, _, bottom, top = self.margins
         return bottom + self.n_layer * self.side + (self.n_layer - 1) * self.gaps[1] + top
 
