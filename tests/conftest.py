@@ -41,6 +41,10 @@ def tiny_overrides(tmp_path: Path, corpus: Path, **extra) -> list[str]:
         "train.warmup_iters": 2,
         "train.eval_train_tokens": 2048,
         "train.eval_batch_size": 512,
+        # TensorBoard views stay on but small: one forward pass per sampled character,
+        # and drawing cost grows with the prompt's tick labels.
+        "train.sample_tokens": 16,
+        "train.attention_prompt": "To be",
     }
     values.update(extra)
     return [f"{k}={v}" for k, v in values.items()]

@@ -73,6 +73,11 @@ class TrainConfig:
         compile: wrap the model in torch.compile.
         resume: continue from out_dir/ckpt.pt.
         overwrite: start afresh even if out_dir already holds a checkpoint.
+        sample_prompt: text the sample logged to TensorBoard at each evaluation
+            continues (characters the corpus lacks: see `training.prompts`).
+        sample_tokens: characters in that sample; 0 logs no sample.
+        attention_prompt: text whose attention heatmaps are logged at each
+            evaluation (its first block_size characters); "" logs none.
     """
 
     batch_size: int = 32
@@ -98,6 +103,9 @@ class TrainConfig:
     compile: bool = False
     resume: bool = False
     overwrite: bool = False
+    sample_prompt: str = "ROMEO:"
+    sample_tokens: int = 200
+    attention_prompt: str = "To be, or not to be"
 
 
 @dataclass
@@ -170,6 +178,8 @@ def _coerce(key: str, value, hint):
         raise TypeError(f"{key} must be true or false, got {value!r}")
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise TypeError(f"{key} must be an integer, got {value!r}")
+    if hint is str and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)  # e.g. train.sample_prompt=1606: a number typed as text
     if hint in (float, str) and not isinstance(value, hint):
         raise TypeError(f"{key} must be a {hint.__name__}, got {value!r}")
     return value
@@ -343,6 +353,12 @@ def validate(cfg: RunConfig) -> list[str]:
     for key, value in (("train.weight_decay", t.weight_decay), ("train.grad_clip", t.grad_clip)):
         if value < 0:
             problems.append(f"{key} must be >= 0, got {value}")
+    if t.sample_tokens < 0:
+        problems.append(f"train.sample_tokens must be >= 0 (0: no sample), got {t.sample_tokens}")
+    if t.sample_tokens > 0 and not t.sample_prompt:
+        problems.append(
+            "train.sample_prompt is empty; set it, or train.sample_tokens=0 for no sample"
+        )
     return problems
 
 

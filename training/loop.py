@@ -43,6 +43,7 @@ from training.evaluate import nats_to_bits, summed_loss
 from training.interrupt import StopRequest
 from training.optim import build_optimizer
 from training.schedule import scheduled_learning_rate
+from training.tensorboard_views import TensorBoardViews
 
 CKPT_NAME = "ckpt.pt"  # latest state, for resuming
 BEST_NAME = "best.pt"  # weights with the lowest validation loss so far
@@ -296,6 +297,7 @@ class Trainer:
         self._quiet = False
         if resume_path is None:
             self.changed_on_resume = []
+        self.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
         self.started = time.perf_counter()
         # First iteration (1-based, as logged) whose loss was NaN/inf, or -1. It stays
         # on the device, so checking costs no sync per step; read before logs and saves.
@@ -475,6 +477,7 @@ class Trainer:
         self.writer.flush()
         if improved:
             save_checkpoint(self.checkpoint(with_training_state=False), self.out_dir / BEST_NAME)
+        self.views.log_evaluation(self.writer, self.model, step, self.result.best_val_loss)
         self.say(
             f"step {step}: train {ev['train_loss']:.4f}, val {ev['val_loss']:.4f} nats/char "
             f"({ev['val_bpc']:.4f} bits/char), {ev['seconds']:.0f} s"
@@ -544,6 +547,7 @@ class Trainer:
             )
             # On resume, drop events a stopped run may have logged after its checkpoint.
             self.writer = SummaryWriter(str(self.out_dir), purge_step=start + 1 if start else None)
+            self.views.log_hparams(self.writer)
         world = self.dist.world_size
         for note in self.notices():
             self.say(note)

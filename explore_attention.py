@@ -1,0 +1,123 @@
+"""Attention explorer: how much each character of a prompt attends to each earlier one.
+
+    python explore_attention.py --out-dir runs/korean --prompt "새가 하늘을 날았다"
+    python explore_attention.py --out-dir runs/shakespeare_char_cpu \\
+        --prompt "To be, or not to be" --layer 0 --head 2
+
+Prints the attention weights of one layer, for one head or the average of its heads,
+as a table: rows are the current character, columns the characters it attends to,
+each row sums to 1, and the masked future is blank. Writes a PNG grid of heatmaps,
+every layer (down) by every head (across), with the characters on the axes.
+The weights are the model's own, from model/attention.py's explicit_attention.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from data import CorpusError
+from training import CheckpointError, load_checkpoint, model_from_checkpoint
+from training.config import ConfigError
+from training.device import resolve_device
+from viz.attention_plot import attention_grid_figure
+from viz.attention_table import format_attention_table
+from viz.attention_weights import prompt_attention, select_head
+
+
+def parse_layers(text: str, n_layer: int) -> list[int]:
+    """'all' -> [0, ..., n_layer-1]; '0,2' -> [0, 2].
+
+    Raises:
+        ValueError: for a non-number or a layer outside 0..n_layer-1.
+    """
+    if text == "all":
+        return list(range(n_layer))
+    try:
+        layers = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--png-layers must be all or numbers like 0,2, got {text!r}") from None
+    if not all(0 <= layer < n_layer for layer in layers):
+        raise ValueError(f"--png-layers must be in 0..{n_layer - 1}, got {text!r}")
+    return layers
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface of explore_attention.py."""
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help="run folder")
+    p.add_argument(
+        "--checkpoint",
+        default="ckpt.pt",
+        help="file in --out-dir (ckpt.pt: latest, best.pt: best validation) or a path",
+    )
+    p.add_argument("--prompt", required=True, help="text to look at (at most block_size chars)")
+    p.add_argument(
+        "--layer", type=int, default=-1, help="layer of the table, 0-based (default -1: last)"
+    )
+    p.add_argument(
+        "--head", type=int, default=None, help="head of the table, 0-based (default: average)"
+    )
+    p.add_argument("--png", default=None, help="heatmap grid (default: OUT_DIR/attention.png)")
+    p.add_argument(
+        "--png-layers",
+        default="all",
+        help="layers (rows) of the PNG: all, or 0-based numbers such as 0 or 0,2",
+    )
+    p.add_argument("--dpi", type=int, default=150, help="PNG resolution, dots per inch")
+    p.add_argument("--decimals", type=int, default=2, help="digits after the point in the table")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table, write the PNG; returns the exit status (2 on bad input)."""
+    args = build_parser().parse_args(argv)
+    if hasattr(sys.stdout, "reconfigure"):  # a console without Hangul prints '?', not a crash
+        sys.stdout.reconfigure(errors="replace")
+    try:
+        if args.dpi <= 0 or args.decimals < 0:
+            raise ValueError("--dpi must be > 0 and --decimals >= 0")
+        device = resolve_device(args.device)
+        path = Path(args.checkpoint)
+        if not path.is_file():
+            path = Path(args.out_dir) / args.checkpoint
+        model, tokenizer = model_from_checkpoint(load_checkpoint(path, map_location=device), path)
+        block_size = model.config.block_size
+        if not 1 <= len(args.prompt) <= block_size:
+            raise ValueError(
+                f"--prompt must have 1 to {block_size} characters (the model's block_size), "
+                f"got {len(args.prompt)}"
+            )
+        ids = torch.from_numpy(tokenizer.encode(args.prompt).astype("int64"))
+        weights = prompt_attention(model.to(device), ids)
+        table = select_head(weights, args.layer, args.head)
+        png_layers = parse_layers(args.png_layers, weights.size(0))
+    except (ValueError, ConfigError, CheckpointError, CorpusError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    n_layer, n_head = weights.shape[:2]
+    # The picture first: a reader that stops reading the table (| head) must not cost it.
+    png = Path(args.png) if args.png else Path(args.out_dir) / "attention.png"
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig = attention_grid_figure(
+        weights[png_layers], args.prompt, layers=png_layers, title=f"{path}: {args.prompt!r}"
+    )
+    fig.savefig(png, dpi=args.dpi)
+    which = f"head {args.head}" if args.head is not None else f"average of {n_head} heads"
+    rows = f"{len(png_layers)} layer" + ("s" if len(png_layers) != 1 else "")
+    try:
+        print(f"{path}: layer {args.layer % n_layer} of 0..{n_layer - 1}, {which}")
+        print("rows: current character; columns: the characters it attends to; blank: future")
+        print(format_attention_table(table, args.prompt, args.decimals))
+        print(f"wrote {png}: {rows} x {n_head} heads", flush=True)
+    except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
+        sys.stdout = None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

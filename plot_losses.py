@@ -1,0 +1,54 @@
+"""Plot a run's training and validation loss from its TensorBoard event files.
+
+    python plot_losses.py --out-dir runs/shakespeare_char_cpu
+
+Writes a PNG with two panels, loss against iterations and loss against seconds since
+the run started, read with TensorBoard's event reader: no TensorBoard server needed.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from viz.loss_plot import LOSS_TAGS, loss_figure
+from viz.run_events import read_scalar_curves
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface of plot_losses.py."""
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help="run folder")
+    p.add_argument("--png", default=None, help="output file (default: OUT_DIR/losses.png)")
+    p.add_argument("--dpi", type=int, default=100, help="PNG resolution, dots per inch")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the plot; returns the exit status (2 when there is nothing to plot)."""
+    args = build_parser().parse_args(argv)
+    out_dir = Path(args.out_dir)
+    try:
+        if args.dpi <= 0:
+            raise ValueError(f"--dpi must be > 0, got {args.dpi}")
+        curves = read_scalar_curves(out_dir, list(LOSS_TAGS))
+        fig = loss_figure(curves, title=str(out_dir))
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    png = Path(args.png) if args.png else out_dir / "losses.png"
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=args.dpi)
+    if "val/loss" in curves:
+        val = curves["val/loss"]
+        print(
+            f"validation loss {val.values[-1]:.4f} nats/char at step {val.steps[-1]} "
+            f"({val.seconds[-1]:.0f} s); lowest {val.values.min():.4f}"
+        )
+    print(f"wrote {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""What a run writes to TensorBoard besides scalars (sample text, attention images,
+hyperparameters), read back with TensorBoard's own event reader; and the loss plot."""
+
+import io
+
+import matplotlib.image
+import numpy as np
+import pytest
+from matplotlib import colormaps
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import metadata
+
+import plot_losses
+from conftest import SHAKESPEARE, tiny_overrides
+from data import CharTokenizer
+from training import ConfigError, load_checkpoint, load_config, model_from_checkpoint, train
+from training.prompts import PromptFallbackWarning, usable_prompt
+from training.tensorboard_views import SAMPLE_TAG, TensorBoardViews
+from viz.grid_layout import GridLayout, label_inches, panel_inches
+from viz.loss_plot import LOSS_TAGS, loss_figure
+from viz.run_events import read_scalar_curves
+
+ATTENTION_PROMPT = "To be, or not"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One tiny training run (6 steps, evaluations at 3 and 6), shared by these tests."""
+    if not SHAKESPEARE.is_file():
+        pytest.skip(f"real corpus not found at {SHAKESPEARE}")
+    extra = {"train.attention_prompt": f"'{ATTENTION_PROMPT}'"}
+    cfg = load_config(None, tiny_overrides(tmp_path_factory.mktemp("views"), SHAKESPEARE, **extra))
+    return cfg, train(cfg)
+
+
+def read_events(folder) -> EventAccumulator:
+    acc = EventAccumulator(str(folder), size_guidance={"images": 0, "tensors": 0, "scalars": 0})
+    acc.Reload()
+    return acc
+
+
+def test_attention_images_one_per_layer_at_each_evaluation(run):
+    cfg, result = run
+    acc = read_events(result.out_dir)
+    assert sorted(acc.Tags()["images"]) == ["attention/layer_0", "attention/layer_1"]
+    T = len(ATTENTION_PROMPT)
+    layout = GridLayout(panel_inches(T), 1, 2, label_inches(list("Tobe,␣")), titled=True)
+    for tag in acc.Tags()["images"]:
+        events = acc.Images(tag)
+        assert [e.step for e in events] == [3, 6]
+        for e in events:
+            pixels = matplotlib.image.imread(io.BytesIO(e.encoded_image_string), format="png")
+            assert pixels.shape[:2] == (e.height, e.width)
+            assert abs(e.width - layout.width * 100) < 1
+            assert abs(e.height - layout.height * 100) < 1
+            # Character 0 can only attend to itself (weight 1: the top of the colour
+            # scale); its view of the last character is masked (grey).
+            left, _, _, top = layout.margins
+            cell = layout.side / T
+            y = round((top + cell / 2) * 100)
+            first = pixels[y, round((left + cell / 2) * 100), :3]
+            future = pixels[y, round((left + layout.side - cell / 2) * 100), :3]
+            np.testing.assert_allclose(first, colormaps["viridis"](1.0)[:3], atol=0.02)
+            np.testing.assert_allclose(future, [0xE6 / 255] * 3, atol=0.02)
+
+
+def sample_texts(acc) -> dict[int, str]:
+    """{step: sample} from the text summaries, without the markdown indentation."""
+    texts = {}
+    # SummaryWriter.add_text files the text under TAG/text_summary.
+    for event in acc.Tensors(f"{SAMPLE_TAG}/text_summary"):
+        markdown = event.tensor_proto.string_val[0].decode("utf-8")
+        header, body = markdown.split("\n\n", 1)
+        assert header.startswith("prompt 'ROMEO:', seed 1337")
+        texts[event.step] = "\n".join(line[4:] for line in body.split("\n"))
+    return texts
+
+
+def test_sample_text_comes_from_the_fixed_prompt_and_seed(run):
+    cfg, result = run
+    texts = sample_texts(read_events(result.out_dir))
+    assert sorted(texts) == [3, 6]
+    for text in texts.values():
+        assert text.startswith("ROMEO:") and len(text) == len("ROMEO:") + 16
+    # The same checkpoint, prompt and seed give the same text again.
+    ckpt = load_checkpoint(result.out_dir / "ckpt.pt")
+    model, tokenizer = model_from_checkpoint(ckpt)
+    views = TensorBoardViews(cfg, tokenizer, np.zeros(0, dtype=np.uint16))
+    assert views.sample(model) == texts[6]
+
+
+def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
+    cfg, result = run
+    acc = read_events(result.out_dir)
+    content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
+    assert set(content) == {metadata.SESSION_START_INFO_TAG}  # no Experiment: see hparams.py
+    hparams = metadata.parse_session_start_info_plugin_data(
+        content[metadata.SESSION_START_INFO_TAG]
+    ).hparams
+    assert hparams["model.n_layer"].number_value == 2
+    assert hparams["model.vocab_size"].number_value == 65
+    assert hparams["train.learning_rate"].number_value == pytest.approx(1e-3)
+    assert hparams["model.bias"].bool_value is True
+    assert hparams["train.attention_prompt"].string_value == ATTENTION_PROMPT
+    assert hparams["data.path"].string_value == str(SHAKESPEARE)
+    assert "out_dir" not in hparams and "train.resume" not in hparams
+    # The plugin's metrics are the last value of each scalar: the final val/loss and
+    # the best validation loss are there.
+    best = [e.value for e in acc.Scalars("val/best_loss")]
+    val = [e.value for e in acc.Scalars("val/loss")]
+    assert best == pytest.approx(list(np.minimum.accumulate(val)))
+    assert best[-1] == pytest.approx(result.best_val_loss, rel=1e-6)
+
+
+def test_views_leave_the_training_losses_unchanged(run, tmp_path):
+    _, result = run
+    quiet = {"train.sample_tokens": 0, "train.attention_prompt": "''"}
+    plain = train(load_config(None, tiny_overrides(tmp_path, SHAKESPEARE, **quiet)))
+    assert plain.losses == result.losses  # sampling used its own RNG, in eval mode
+    acc = read_events(plain.out_dir)
+    assert acc.Tags()["images"] == []
+    assert not [tag for tag in acc.Tags()["tensors"] if tag.startswith(SAMPLE_TAG)]
+
+
+def test_loss_plot_reads_the_event_files(run, tmp_path, capsys):
+    _, result = run
+    curves = read_scalar_curves(result.out_dir, list(LOSS_TAGS))
+    assert list(curves["train/loss"].steps) == [1, 2, 3, 4, 5, 6]
+    assert list(curves["val/loss"].steps) == [3, 6]
+    assert curves["val/loss"].values[-1] == pytest.approx(result.best_val_loss, rel=1e-6)
+    seconds = curves["train/loss"].seconds
+    assert seconds[0] >= 0 and np.all(np.diff(seconds) >= 0)
+    fig = loss_figure(curves)
+    by_step, by_time = fig.axes
+    for ax, x in ((by_step, "steps"), (by_time, "seconds")):
+        assert len(ax.lines) == 3
+        for line, tag in zip(ax.lines, LOSS_TAGS, strict=True):
+            np.testing.assert_array_equal(line.get_xdata(), getattr(curves[tag], x))
+            np.testing.assert_array_equal(line.get_ydata(), curves[tag].values)
+    png = tmp_path / "losses.png"
+    assert plot_losses.main(["--out-dir", str(result.out_dir), "--png", str(png)]) == 0
+    assert matplotlib.image.imread(png).shape[:2] == (400, 1100)  # 11 x 4 inches at 100 dpi
+    assert "at step 6" in capsys.readouterr().out
+    assert plot_losses.main(["--out-dir", str(tmp_path)]) == 2
+    assert "no TensorBoard event files" in capsys.readouterr().err
+
+
+def test_prompt_the_corpus_lacks_falls_back_to_validation_text():
+    tokenizer = CharTokenizer.from_text("가나다\n라마바사아자\n")
+    val_ids = tokenizer.encode("다\n라마바사아자\n")
+    assert usable_prompt("가나", tokenizer, val_ids, "train.sample_prompt") == "가나"
+    with pytest.warns(PromptFallbackWarning, match=r"'R' \(U\+0052\).*'라마바사아자'"):
+        assert usable_prompt("ROMEO:", tokenizer, val_ids, "train.sample_prompt") == "라마바사아자"
+    with pytest.warns(PromptFallbackWarning, match="more than the model's context"):
+        assert usable_prompt("가나다", tokenizer, val_ids, "k", max_chars=2) == "가나"
+
+
+def test_config_checks_the_new_keys():
+    with pytest.raises(ConfigError, match="train.sample_tokens must be >= 0"):
+        load_config(None, ["train.sample_tokens=-1"])
+    with pytest.raises(ConfigError, match="train.sample_prompt is empty"):
+        load_config(None, ["train.sample_prompt="])
+    cfg = load_config(None, ["train.sample_prompt=", "train.sample_tokens=0"])
+    assert cfg.train.sample_tokens == 0 and cfg.train.attention_prompt == "To be, or not to be"

@@ -1,0 +1,97 @@
+"""Heatmaps of attention weights: one row of panels per layer, one column per head.
+
+Each panel is a T x T image of one head: row i (the current character, the query)
+shows how much it attends to each column j (the character attended to, the key). The
+colour scale is 0..1 in every panel, so heads can be compared by eye, and the masked
+future (above the diagonal) is light grey rather than dark, to tell "not allowed"
+apart from "allowed but ignored".
+
+Figures are `matplotlib.figure.Figure` objects, not pyplot ones: no global state and
+no display needed; ``fig.savefig("x.png")`` renders them with the Agg backend.
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from viz.char_labels import code_point_label
+from viz.fonts import TextFont, text_font
+from viz.grid_layout import GridLayout, label_inches, panel_inches
+
+COLOURMAP = "viridis"
+MASKED_COLOUR = "#e6e6e6"  # the future: not a weight, so not on the colour scale
+TICK_FONT_SIZE = 8
+
+
+def attention_grid_figure(
+    weights: torch.Tensor | np.ndarray,
+    text: str,
+    *,
+    layers: Sequence[int] | None = None,
+    font: TextFont | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Draw a grid of attention heatmaps, layers down, heads across.
+
+    Args:
+        weights: (n_layer, n_head, T, T) attention weights, e.g. from
+            `viz.attention_weights.prompt_attention`, or a slice of its layers.
+        text: the prompt, T characters; drawn along both axes of every panel.
+        layers: the layer number of each row, for the panel titles
+            (default 0..n_layer-1; pass [l] when ``weights`` is layer l alone).
+        font: how to draw the characters; default `viz.fonts.text_font(text)`, which
+            warns (MissingGlyphWarning) about characters no installed font has.
+        title: a line above the grid.
+
+    Returns:
+        A Figure whose first n_layer * n_head axes are the panels, row by row (layer
+        0 head 0, layer 0 head 1, ...), each holding one image of its (T, T) weights
+        with the future masked; the last axes is the colour bar.
+
+    Raises:
+        ValueError: if text is empty, weights is not 4-D with its two last dimensions
+            equal to len(text), or layers does not have one entry per row.
+    """
+    w = np.asarray(weights.detach().cpu().float() if torch.is_tensor(weights) else weights)
+    T = len(text)
+    if T == 0 or w.ndim != 4 or w.shape[2:] != (T, T):
+        raise ValueError(
+            f"weights must be (n_layer, n_head, {T}, {T}) for a {T}-character text, got {w.shape}"
+        )
+    n_layer, n_head = w.shape[:2]
+    layers = list(range(n_layer)) if layers is None else list(layers)
+    if len(layers) != n_layer:
+        raise ValueError(f"layers has {len(layers)} entries for {n_layer} rows of weights")
+    font = font if font is not None else text_font(text)
+    labels = [font.label(c) for c in text]
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    cmap = colormaps[COLOURMAP].with_extremes(bad=MASKED_COLOUR)
+
+    side = panel_inches(T)
+    layout = GridLayout(side, n_layer, n_head, label_inches(labels), bool(title))
+    fig = Figure(figsize=(layout.width, layout.height))
+    axes = fig.subplots(n_layer, n_head, squeeze=False, gridspec_kw=layout.gridspec())
+    tick_style = {"fontsize": TICK_FONT_SIZE, "fontfamily": list(font.families)}
+    image = None
+    for row, layer in enumerate(layers):
+        for head in range(n_head):
+            ax = axes[row, head]
+            shown = np.ma.masked_array(w[row, head], mask=future)
+            image = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
+            ax.set_title(f"layer {layer} · head {head}", fontsize=9)
+            ax.set_xticks(range(T), labels, rotation=layout.x_label_rotation, **tick_style)
+            ax.set_yticks(range(T), labels, **tick_style)
+            ax.tick_params(length=0)
+            if row == n_layer - 1:
+                ax.set_xlabel("attended character (key)", fontsize=8)
+            if head == 0:
+                ax.set_ylabel("current character (query)", fontsize=8)
+    fig.colorbar(image, cax=fig.add_axes(layout.colorbar_rect()), label="attention weight")
+    if title:
+        # Characters no font has would be drawn as boxes, with a warning per glyph.
+        drawable = "".join(c if font.can_draw(c) else code_point_label(c) for c in title)
+        fig.suptitle(drawable, y=layout.title_y(), va="top", fontfamily=list(font.families))
+    return fig

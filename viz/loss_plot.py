@@ -1,0 +1,52 @@
+"""Training and validation loss against iterations and against wall-clock seconds."""
+
+from matplotlib.figure import Figure
+
+from viz.run_events import ScalarCurve
+
+# tag -> (legend label, line style); the per-step training loss is noisy, so it is
+# drawn thin and faint, the evaluations (whole splits) as lines with markers.
+LOSS_TAGS = {
+    "train/loss": ("training batches", {"linewidth": 0.8, "alpha": 0.5}),
+    "train/eval_loss": ("training sample (evaluation)", {"marker": "o", "markersize": 3}),
+    "val/loss": ("validation", {"marker": "o", "markersize": 3}),
+}
+
+
+def loss_figure(curves: dict[str, ScalarCurve], title: str | None = None) -> Figure:
+    """Two panels: loss against iterations (left) and against seconds (right).
+
+    Args:
+        curves: from `viz.run_events.read_scalar_curves`; the tags of LOSS_TAGS that
+            are present are drawn (in nats per character), others are ignored.
+        title: a line above the panels, e.g. the run folder.
+
+    Returns:
+        A Figure with two axes; each holds one line per loss tag present, in
+        LOSS_TAGS order, with x = steps (left) or seconds (right) and y = values.
+
+    Raises:
+        ValueError: if ``curves`` holds none of the LOSS_TAGS.
+    """
+    present = [tag for tag in LOSS_TAGS if tag in curves]
+    if not present:
+        raise ValueError(
+            f"no loss curves to plot: expected some of {', '.join(LOSS_TAGS)}, "
+            f"got {', '.join(curves) or 'none'}"
+        )
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    by_step, by_time = fig.subplots(1, 2, sharey=True)
+    for tag in present:
+        label, style = LOSS_TAGS[tag]
+        curve = curves[tag]
+        by_step.plot(curve.steps, curve.values, label=label, **style)
+        by_time.plot(curve.seconds, curve.values, label=label, **style)
+    by_step.set_xlabel("iteration (optimizer step)")
+    by_time.set_xlabel("seconds since the run started")
+    by_step.set_ylabel("loss (nats per character)")
+    for ax in (by_step, by_time):
+        ax.grid(alpha=0.3)
+    by_step.legend()
+    if title:
+        fig.suptitle(title)
+    return fig
