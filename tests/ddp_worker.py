@@ -32,7 +32,8 @@ def main(out: Path, corpus: Path, fail_on_rank_1: bool) -> None:
 
     trainer.sampler.next_batch = recording_next_batch
     if fail_on_rank_1 and trainer.dist.rank == 1:
-        raise RuntimeError("rank 1 failed on purpose")
+        print("rank 1 failed on purpose", file=sys.stderr, flush=True)  # as train.py reports
+        raise SystemExit(2)
     initial = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     _, _, lr = trainer.train_step(0)
     if fail_on_rank_1:

@@ -131,3 +131,9 @@ def test_non_utf8_config_file(tmp_path):
     path.write_bytes("seed: 1 # caf\xe9\n".encode("latin-1"))
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(path)
+
+
+def test_quoted_override_values_are_text():
+    cfg = load_config(None, ["train.sample_prompt='1606'", 'train.attention_prompt=""'])
+    assert cfg.train.sample_prompt == "1606"
+    assert cfg.train.attention_prompt == ""

@@ -211,9 +211,12 @@ def parse_value(text: str):
     """Read an override's value: true/false, null, an int, a float, else the text.
 
     Unlike YAML 1.1, "yes", "no", "on" and "off" stay strings, so out_dir=off is a
-    folder name.
+    folder name; quotes ('...' or "...") make any value a string.
     """
-    lowered = text.strip().lower()
+    stripped = text.strip()
+    if len(stripped) >= 2 and stripped[0] == stripped[-1] and stripped[0] in "'\"":
+        return stripped[1:-1]  # quoted: always text, e.g. train.sample_prompt='1606'
+    lowered = stripped.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
     if lowered in ("null", "none", "~"):

@@ -118,7 +118,11 @@ class TensorBoardViews:
         try:
             idx = self.encode(self.sample_prompt).to(device).unsqueeze(0)
             out = model.generate(
-                idx, self.cfg.train.sample_tokens, SAMPLE_TEMPERATURE, SAMPLE_TOP_K, generator
+                idx,
+                self.cfg.train.sample_tokens,
+                SAMPLE_TEMPERATURE,
+                SAMPLE_TOP_K,
+                generator=generator,
             )
         finally:
             model.train(was_training)
