@@ -19,6 +19,7 @@ import torch
 
 from data import CorpusError
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
+from training.checkpoint import resolve_checkpoint_path
 from training.config import ConfigError
 from training.device import resolve_device
 from viz.attention_plot import attention_grid_figure
@@ -52,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--checkpoint",
         default="ckpt.pt",
-        help="file in --out-dir (ckpt.pt: latest, best.pt: best validation) or a path",
+        help="file name in --out-dir (ckpt.pt: latest, best.pt: best validation), or a "
+        "path with a folder in it",
     )
     p.add_argument("--prompt", required=True, help="text to look at (at most block_size chars)")
     p.add_argument(
@@ -82,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.dpi <= 0 or args.decimals < 0:
             raise ValueError("--dpi must be > 0 and --decimals >= 0")
         device = resolve_device(args.device)
-        path = Path(args.checkpoint)
-        if not path.is_file():
-            path = Path(args.out_dir) / args.checkpoint
+        path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
         model, tokenizer = model_from_checkpoint(load_checkpoint(path, map_location=device), path)
         block_size = model.config.block_size
         if not 1 <= len(args.prompt) <= block_size:

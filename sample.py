@@ -21,6 +21,7 @@ from data import CorpusError
 from data.corpus import normalize_newlines
 from model.generation import StopSequences, make_generator, validate_sampling_args
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
+from training.checkpoint import resolve_checkpoint_path
 from training.config import ConfigError
 from training.device import resolve_device
 
@@ -174,23 +175,6 @@ def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
     return stream, stops
 
 
-def checkpoint_path(out_dir: str, checkpoint: str) -> Path:
-    """A bare file name (ckpt.pt, best.pt) is looked up in out_dir; anything with a
-    folder in it is a path of its own.
-
-    Raises:
-        CheckpointError: if the file is not there (with a hint for best.pt).
-    """
-    given = Path(checkpoint)
-    path = given if len(given.parts) > 1 or given.is_absolute() else Path(out_dir) / given
-    if not path.is_file():
-        hint = ""
-        if given.name == "best.pt" and (path.parent / "ckpt.pt").is_file():
-            hint = " (best.pt appears at the run's first evaluation; ckpt.pt is there)"
-        raise CheckpointError(f"no checkpoint at {path}{hint}")
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     """Sample and print; returns the exit status (2 on bad input, 130 on Ctrl-C)."""
     try:
@@ -211,7 +195,7 @@ def _main(argv: list[str] | None) -> int:
         if args.prompt_file is not None:
             prompt = read_prompt_file(args.prompt_file)
         device = resolve_device(args.device)
-        path = checkpoint_path(args.out_dir, args.checkpoint)
+        path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
         ckpt = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(ckpt, path)
         prompt = prompt or default_start_character(tokenizer.chars)

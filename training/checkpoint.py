@@ -52,6 +52,23 @@ def save_checkpoint(payload: dict, path: str | Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def resolve_checkpoint_path(out_dir: str | Path, checkpoint: str) -> Path:
+    """A bare file name (ckpt.pt, best.pt) is looked up in out_dir; anything with a
+    folder in it is a path of its own.
+
+    Raises:
+        CheckpointError: if the file is not there (with a hint for best.pt).
+    """
+    given = Path(checkpoint)
+    path = given if len(given.parts) > 1 or given.is_absolute() else Path(out_dir) / given
+    if not path.is_file():
+        hint = ""
+        if given.name == "best.pt" and (path.parent / "ckpt.pt").is_file():
+            hint = " (best.pt appears at the run's first evaluation; ckpt.pt is there)"
+        raise CheckpointError(f"no checkpoint at {path}{hint}")
+    return path
+
+
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     """Load a checkpoint with ``weights_only=True`` onto ``map_location``.
 
