@@ -216,8 +216,14 @@ def _save_cache(folder: Path, tokenizer, train_ids, val_ids, source: Path) -> No
             "n_val": len(val_ids),
         }
         (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
+        try:
+            os.replace(tmp, folder)  # atomic while the folder does not exist yet
+        except OSError:
+            # The folder exists: another process (a second rank, a parallel run) may
+            # have just written the same arrays, or an old cache is damaged.
+            if _load_cache(folder) is None:
+                shutil.rmtree(folder, ignore_errors=True)
+                os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -104,3 +104,27 @@ def test_evaluation_sample_is_fixed_and_capped():
     assert torch.equal(x1, x2)
     assert y1.numel() == 1024
     assert len(set(y1.flatten().tolist())) == 1024  # windows do not overlap
+
+
+def test_concurrent_preparations_share_one_cache(tmp_path):
+    """Two processes (e.g. DDP ranks) preparing the same corpus at once must both work."""
+    import threading
+
+    path = tmp_path / "c.txt"
+    path.write_text("the same text, prepared twice at once " * 200, encoding="utf-8")
+    results, errors = [], []
+
+    def prepare():
+        try:
+            results.append(prepare_corpus(path, 0.1, tmp_path / "cache"))
+        except Exception as e:  # noqa: BLE001 - the test reports any failure
+            errors.append(e)
+
+    threads = [threading.Thread(target=prepare) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len({tuple(r.train_ids[:50].tolist()) for r in results}) == 1
+    assert len(list((tmp_path / "cache").iterdir())) == 1  # no temporary folders left
