@@ -48,6 +48,8 @@ def main(out: Path, corpus: Path, fail_on_rank_1: bool) -> None:
         },
         out / f"rank{trainer.dist.rank}.pt",
     )
+    trainer.close()
+    del trainer
     shutdown_distributed()
 
 

@@ -84,9 +84,17 @@ def init_distributed(device_name: str) -> tuple[DistContext, torch.device]:
     return ctx, device
 
 
-def shutdown_distributed() -> None:
-    """Leave the process group (safe to call when there is none)."""
+def shutdown_distributed(finished: bool = True) -> None:
+    """Leave the process group (safe to call when there is none).
+
+    Args:
+        finished: True after a normal end: ranks first wait for each other, so no
+            rank tears down its connections while another still uses them (gloo
+            can abort the process then). False on an error, where waiting could hang.
+    """
     if dist.is_available() and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -427,10 +427,14 @@ class Trainer:
                 self._quiet = True
 
     def close(self) -> None:
-        """Release the run folder's lock (also released when the process ends)."""
+        """Release the run folder's lock (also released when the process ends) and,
+        under DDP, the DistributedDataParallel wrapper, whose gradient reducer must
+        be gone before the process group is destroyed."""
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+        if isinstance(getattr(self, "run_model", None), DistributedDataParallel):
+            self.run_model = self.eval_model
 
     def check_finite(self) -> None:
         """Raise NonFiniteLossError if any training loss so far was NaN or infinite
@@ -624,11 +628,14 @@ def train(cfg: RunConfig) -> TrainResult:
             before any training (see `Trainer`).
         NonFiniteLossError: if the loss becomes NaN or infinite.
     """
-    trainer = None
+    trainer, finished = None, False
     try:
         trainer = Trainer(cfg)
-        return trainer.run()
+        result = trainer.run()
+        finished = True
+        return result
     finally:
         if trainer is not None:
             trainer.close()
-        shutdown_distributed()
+            del trainer  # nothing may hold the process group when it is destroyed
+        shutdown_distributed(finished)
