@@ -19,7 +19,7 @@ import torch
 
 from data import CorpusError
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.checkpoint import resolve_checkpoint_path
+from training.checkpoint import add_checkpoint_arguments, resolve_checkpoint_path
 from training.config import ConfigError
 from training.device import resolve_device
 from viz.attention_plot import attention_grid_figure
@@ -49,13 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help="run folder")
-    p.add_argument(
-        "--checkpoint",
-        default="ckpt.pt",
-        help="file name in --out-dir (ckpt.pt: latest, best.pt: best validation), or a "
-        "path with a folder in it",
-    )
+    add_checkpoint_arguments(p)
     p.add_argument("--prompt", required=True, help="text to look at (at most block_size chars)")
     p.add_argument(
         "--layer", type=int, default=-1, help="layer of the table, 0-based (default -1: last)"

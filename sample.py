@@ -21,7 +21,7 @@ from data import CorpusError
 from data.corpus import normalize_newlines
 from model.generation import StopSequences, make_generator, validate_sampling_args
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.checkpoint import resolve_checkpoint_path
+from training.checkpoint import add_checkpoint_arguments, resolve_checkpoint_path
 from training.config import ConfigError
 from training.device import resolve_device
 
@@ -81,13 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help="run folder")
-    p.add_argument(
-        "--checkpoint",
-        default="ckpt.pt",
-        help="file name in --out-dir (ckpt.pt: latest, best.pt: best validation), or a "
-        "path with a folder in it",
-    )
+    add_checkpoint_arguments(p)
     source = p.add_mutually_exclusive_group()
     source.add_argument(
         "--prompt",

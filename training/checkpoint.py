@@ -52,6 +52,19 @@ def save_checkpoint(payload: dict, path: str | Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def add_checkpoint_arguments(parser) -> None:
+    """Add --out-dir and --checkpoint, the two flags that name a checkpoint, to an
+    argparse parser (sample.py and explore_attention.py share them); resolve them
+    with `resolve_checkpoint_path`."""
+    parser.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help="run folder")
+    parser.add_argument(
+        "--checkpoint",
+        default="ckpt.pt",
+        help="file name in --out-dir (ckpt.pt: latest, best.pt: best validation), or a "
+        "path with a folder in it",
+    )
+
+
 def resolve_checkpoint_path(out_dir: str | Path, checkpoint: str) -> Path:
     """A bare file name (ckpt.pt, best.pt) is looked up in out_dir; anything with a
     folder in it is a path of its own.

@@ -255,6 +255,8 @@ class Trainer:
             self.model.load_state_dict(strip_compiled_prefix(ckpt["model"]))
         self.model.to(self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
+        # Listed once, not rebuilt on every step (tied weights appear once).
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         # Each rank draws its own batches; rank 0 keeps the single-process stream.
         self.sampler = BatchSampler(
             self.corpus.train_ids,
@@ -339,11 +341,12 @@ class Trainer:
             loss_sum += loss.detach()
         newly_bad = (self.first_nonfinite_step < 0) & ~torch.isfinite(loss_sum)
         self.first_nonfinite_step = torch.where(newly_bad, step + 1, self.first_nonfinite_step)
-        params = [p for p in self.model.parameters() if p.grad is not None]
         if tc.grad_clip > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, tc.grad_clip)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, tc.grad_clip)
         else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+            grad_norm = torch.nn.utils.get_total_norm(
+                [p.grad for p in self.trainable if p.grad is not None]
+            )
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss_sum, grad_norm, lr
