@@ -192,7 +192,9 @@ def _main(argv: list[str] | None) -> int:
         path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
         ckpt = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(ckpt, path)
-        prompt = prompt or default_start_character(tokenizer.chars)
+        # The model's own normalisation (data.normalization), so that the prompt shown
+        # is the text the model reads.
+        prompt = tokenizer.normalize(prompt or default_start_character(tokenizer.chars))
         prompt_ids = torch.from_numpy(tokenizer.encode(prompt).astype("int64"))
         stop_ids = []
         for stop in stop_strings:

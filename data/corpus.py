@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from data.errors import CorpusError
+from data.normalization import normalize_text
 from data.tokenizer import CharTokenizer
 
 DEFAULT_CORPUS_PATH = "data/tinyshakespeare/input.txt"
@@ -32,7 +33,7 @@ TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca
 OFFLINE_COPY = (
     Path(__file__).resolve().parent.parent.parent / "shared/data/tinyshakespeare/input.txt"
 )
-CACHE_FORMAT = 1  # bump when the cached files' layout or the text normalisation changes
+CACHE_FORMAT = 2  # bump when the cached files' layout or the text normalisation changes
 
 
 @dataclass
@@ -45,6 +46,8 @@ class Corpus:
         val_ids: (N_val,) token ids of the validation split.
         path: the text file it came from.
         sha256: hex digest of that file's bytes.
+        origin: one line for the log: where the text came from, its size, and
+            whether the arrays were prepared now or read from the cache.
     """
 
     tokenizer: CharTokenizer
@@ -52,6 +55,7 @@ class Corpus:
     val_ids: np.ndarray
     path: Path
     sha256: str
+    origin: str = ""
 
     def check_fits(self, block_size: int) -> None:
         """Ensure each split holds at least one window of block_size + 1 tokens.
@@ -77,13 +81,17 @@ def normalize_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def decode_corpus(raw: bytes, path: Path | str, errors: str = "strict") -> str:
-    """Decode a corpus's bytes as UTF-8, drop a leading BOM, normalise newlines.
+def decode_corpus(
+    raw: bytes, path: Path | str, errors: str = "strict", normalization: str = "none"
+) -> str:
+    """Decode a corpus's bytes as UTF-8, drop a leading BOM, normalise newlines and
+    put the text in a Unicode normalisation form.
 
     Args:
         raw: the file's bytes.
         path: shown in error messages.
         errors: "strict" (fail on invalid UTF-8) or "replace" (use U+FFFD).
+        normalization: "nfc", "nfkc", "nfd", "nfkd" or "none" (see `data.normalization`).
 
     Raises:
         CorpusError: for invalid UTF-8 (with the byte offset) or an empty text.
@@ -96,15 +104,18 @@ def decode_corpus(raw: bytes, path: Path | str, errors: str = "strict") -> str:
             "Convert the file to UTF-8, or set data.decode_errors=replace to replace "
             "bad bytes with U+FFFD."
         ) from None
-    text = normalize_newlines(text)
+    text = normalize_text(normalize_newlines(text), normalization)
     if not text:
         raise CorpusError(f"{path} is empty: give data.path a text file with content")
     return text
 
 
-def fetch_default_corpus(path: Path) -> None:
+def fetch_default_corpus(path: Path) -> str:
     """Put Tiny Shakespeare at ``path``, from the offline copy or by download, after
     checking its sha256.
+
+    Returns:
+        Where it came from, for the log ("the offline copy ...", "a download from ...").
 
     Raises:
         CorpusError: if neither source gives the expected file; says where to put it.
@@ -115,7 +126,7 @@ def fetch_default_corpus(path: Path) -> None:
         raw = OFFLINE_COPY.read_bytes()
         if hashlib.sha256(raw).hexdigest() == TINY_SHAKESPEARE_SHA256:
             _atomic_write_bytes(path, raw)
-            return
+            return f"the offline copy {OFFLINE_COPY}"
         problems.append(f"the offline copy {OFFLINE_COPY} has the wrong sha256")
     else:
         problems.append(f"no offline copy at {OFFLINE_COPY}")
@@ -127,7 +138,7 @@ def fetch_default_corpus(path: Path) -> None:
     else:
         if hashlib.sha256(raw).hexdigest() == TINY_SHAKESPEARE_SHA256:
             _atomic_write_bytes(path, raw)
-            return
+            return f"a download from {TINY_SHAKESPEARE_URL}"
         problems.append(f"the download from {TINY_SHAKESPEARE_URL} has the wrong sha256")
     raise CorpusError(
         f"Tiny Shakespeare is not at {path} and could not be fetched: "
@@ -142,28 +153,36 @@ def prepare_corpus(
     val_fraction: float = 0.1,
     cache_dir: str | Path = "data/cache",
     decode_errors: str = "strict",
+    normalization: str = "nfc",
 ) -> Corpus:
     """Load (or build and cache) the tokenizer and token arrays for a text file.
 
     Args:
         path: UTF-8 text file; the default path fetches Tiny Shakespeare if missing.
         val_fraction: share of the characters, taken from the end, for validation.
-        cache_dir: where prepared arrays are kept, one folder per (file hash, split).
+        cache_dir: where prepared arrays are kept, one folder per (file hash, split,
+            decoding and normalisation).
         decode_errors: "strict" or "replace", see `decode_corpus`.
+        normalization: Unicode normalisation form of the text, see `data.normalization`.
 
     Returns:
         The prepared `Corpus`.
 
     Raises:
-        CorpusError: for a missing, unreadable, empty or non-UTF-8 file, or a
-            val_fraction outside (0, 1).
+        CorpusError: for a missing, unreadable, empty or non-UTF-8 file, a folder, or
+            a val_fraction outside (0, 1).
     """
     path = Path(path)
     if not 0 < val_fraction < 1:
         raise CorpusError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
+    fetched_from = None
+    if path.is_dir():
+        raise CorpusError(
+            f"data.path: {path} is a folder; give the path of a UTF-8 text file in it"
+        )
     if not path.is_file():
         if path == Path(DEFAULT_CORPUS_PATH):
-            fetch_default_corpus(path)
+            fetched_from = fetch_default_corpus(path)
         else:
             raise CorpusError(f"data.path: no such file: {path}")
     try:
@@ -171,14 +190,18 @@ def prepare_corpus(
     except OSError as e:
         raise CorpusError(f"data.path: cannot read {path}: {e}") from None
     digest = hashlib.sha256(raw).hexdigest()
-    key = f"{digest[:20]}-v{val_fraction!r}-{decode_errors}-f{CACHE_FORMAT}"
+    key = f"{digest[:20]}-v{val_fraction!r}-{decode_errors}-{normalization}-f{CACHE_FORMAT}"
+    source = f"{path} ({len(raw) / 1e6:,.1f} MB" + (
+        f", fetched from {fetched_from}, sha256 checked)" if fetched_from else ")"
+    )
     cached = _load_cache(Path(cache_dir) / key)
     if cached is not None:
         tokenizer, train_ids, val_ids = cached
-        return Corpus(tokenizer, train_ids, val_ids, path, digest)
+        origin = _describe(source, tokenizer, train_ids, val_ids, "read from the cache")
+        return Corpus(tokenizer, train_ids, val_ids, path, digest, origin)
 
-    text = decode_corpus(raw, path, decode_errors)
-    tokenizer = CharTokenizer.from_text(text)
+    text = decode_corpus(raw, path, decode_errors, normalization)
+    tokenizer = CharTokenizer.from_text(text, normalization)
     ids = tokenizer.encode(text)
     n_train = int(len(ids) * (1 - val_fraction))
     train_ids, val_ids = ids[:n_train], ids[n_train:]
@@ -186,7 +209,17 @@ def prepare_corpus(
         _save_cache(Path(cache_dir) / key, tokenizer, train_ids, val_ids, path)
     except OSError as e:
         raise CorpusError(f"data.cache_dir: cannot write to {cache_dir}: {e.strerror}") from None
-    return Corpus(tokenizer, train_ids, val_ids, path, digest)
+    origin = _describe(source, tokenizer, train_ids, val_ids, f"prepared into {cache_dir}")
+    return Corpus(tokenizer, train_ids, val_ids, path, digest, origin)
+
+
+def _describe(source: str, tokenizer: CharTokenizer, train_ids, val_ids, how: str) -> str:
+    """The log line that says what corpus a run reads."""
+    return (
+        f"corpus: {source}: {len(train_ids) + len(val_ids):,} characters, "
+        f"{tokenizer.vocab_size:,} distinct, normalization {tokenizer.normalization}; "
+        f"train {len(train_ids):,} / validation {len(val_ids):,}; {how}"
+    )
 
 
 def _load_cache(folder: Path):
@@ -197,7 +230,7 @@ def _load_cache(folder: Path):
         val_ids = np.fromfile(folder / "val.bin", dtype=dtype)
         if (len(train_ids), len(val_ids)) != (meta["n_train"], meta["n_val"]):
             return None
-        return CharTokenizer(meta["vocab"]), train_ids, val_ids
+        return CharTokenizer(meta["vocab"], meta["normalization"]), train_ids, val_ids
     except (OSError, ValueError, KeyError, TypeError):
         return None  # missing or damaged cache: prepare again
 
@@ -211,6 +244,7 @@ def _save_cache(folder: Path, tokenizer, train_ids, val_ids, source: Path) -> No
         meta = {
             "source": str(source),
             "vocab": tokenizer.chars,
+            "normalization": tokenizer.normalization,
             "dtype": tokenizer.dtype.name,
             "n_train": len(train_ids),
             "n_val": len(val_ids),

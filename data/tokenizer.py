@@ -3,6 +3,7 @@
 import numpy as np
 
 from data.errors import CorpusError
+from data.normalization import known_after_normalization, normalize_text
 
 UINT16_MAX_SYMBOLS = 65_535
 
@@ -11,27 +12,40 @@ class CharTokenizer:
     """Maps characters to token ids and back; the vocabulary is the sorted set of the
     corpus's distinct characters, so id order is code-point order.
 
+    Text is put in the corpus's Unicode normalisation form before it is encoded (see
+    `data.normalization`), so a prompt typed as NFC matches a corpus stored as NFD
+    and the other way round.
+
     Args:
         chars: the vocabulary in id order: single characters, sorted, no duplicates.
+        normalization: the corpus's `data.normalization` ("nfc", ..., or "none").
 
     Raises:
-        ValueError: if an entry is not exactly one character, or the list is not
-            strictly increasing (unsorted or repeated).
+        ValueError: if an entry is not exactly one character, the list is not
+            strictly increasing (unsorted or repeated), or the normalization is unknown.
     """
 
-    def __init__(self, chars: list[str]):
+    def __init__(self, chars: list[str], normalization: str = "none"):
         if any(len(c) != 1 for c in chars):
             raise ValueError("every vocabulary entry must be exactly one character")
         if any(a >= b for a, b in zip(chars, chars[1:], strict=False)):
             raise ValueError("the vocabulary must be sorted, without repeats")
+        normalize_text("", normalization)  # rejects an unknown value
         self.chars = list(chars)
+        self.normalization = normalization
         # Code points in ascending order: encoding is a vectorised binary search.
         self._codepoints = np.array([ord(c) for c in self.chars], dtype=np.uint32)
 
     @classmethod
-    def from_text(cls, text: str) -> "CharTokenizer":
-        """Build the vocabulary from every distinct character of ``text``."""
-        return cls(sorted(set(text)))
+    def from_text(cls, text: str, normalization: str = "none") -> "CharTokenizer":
+        """Build the vocabulary from every distinct character of ``text``, which is
+        already in the ``normalization`` form."""
+        return cls(sorted(set(text)), normalization)
+
+    def normalize(self, text: str) -> str:
+        """``text`` in this vocabulary's normalisation form: what `encode` encodes,
+        so that the characters shown for a prompt are the ones the model sees."""
+        return normalize_text(text, self.normalization)
 
     @property
     def vocab_size(self) -> int:
@@ -44,12 +58,14 @@ class CharTokenizer:
         return np.dtype(np.uint16 if self.vocab_size <= UINT16_MAX_SYMBOLS else np.uint32)
 
     def encode(self, text: str) -> np.ndarray:
-        """Text -> (len(text),) array of token ids in ``self.dtype``.
+        """Text -> (len(normalize(text)),) array of token ids in ``self.dtype``.
 
         Raises:
             CorpusError: listing every character that is not in the vocabulary, with
-                its code point and first position, and the known characters.
+                its code point and first position, and the known characters; and, when
+                the text would be known in another normalisation form, saying so.
         """
+        text = self.normalize(text)
         codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         ids = np.searchsorted(self._codepoints, codepoints)
         known = ids < self.vocab_size
@@ -75,7 +91,18 @@ class CharTokenizer:
             first_seen.setdefault(text[pos], pos)
         listed = ", ".join(f"{c!r} (U+{ord(c):04X}) at position {p}" for c, p in first_seen.items())
         shown = "".join(self.chars[:80]) + (" ..." if self.vocab_size > 80 else "")
-        return (
+        message = (
             f"{len(first_seen)} character(s) not in the model's vocabulary: {listed}. "
             f"Use only characters the model was trained on ({self.vocab_size} known): {shown!r}"
         )
+        forms = known_after_normalization(text, set(self.chars))
+        if forms:
+            advised = "nfc" if self.normalization == "none" else forms[0]
+            message += (
+                f". The text would be known after Unicode normalisation to "
+                f"{' or '.join(f.upper() for f in forms)} (the same letters, stored as other "
+                f"code points); this model's data.normalization is {self.normalization!r}. "
+                f"Retype the text in that form, or train with data.normalization="
+                f"{advised} so that both forms are read alike"
+            )
+        return message

@@ -3,7 +3,9 @@ import math
 import pytest
 import torch
 
+from conftest import read_scalars, tiny_overrides
 from model import GPT, GPTConfig
+from training import load_config, train
 from training.config import TrainConfig
 from training.optim import build_optimizer, muon_parameter_groups, parameter_groups
 from training.schedule import learning_rate_at, scheduled_learning_rate, wsd_learning_rate_at
@@ -111,3 +113,42 @@ def test_muon_and_wsd_train_and_resume_exactly(tmp_path, shakespeare_path):
         )
     )
     assert {**first.losses, **second.losses} == full.losses
+
+
+def logged_lr(folder) -> dict[int, float]:
+    return dict(read_scalars(folder)["train/lr"])
+
+
+def test_extending_a_finished_run_keeps_its_schedule(tmp_path, shakespeare_path, capsys):
+    """max_iters 6, then resumed to 10: the schedule keeps its 6 steps, so steps 7..10
+    continue at min_lr instead of jumping back up; lr_decay_iters given anew stretches it."""
+    first = tiny_overrides(tmp_path, shakespeare_path, **{"train.warmup_iters": 1})
+    train(load_config(None, first))
+    capsys.readouterr()
+    train(load_config(None, first + ["train.resume=true", "train.max_iters=10"]))
+    out = capsys.readouterr().out
+    line = (
+        "resuming at step 6 of 10: the cosine learning-rate schedule keeps its length of 6 "
+        "steps; steps past 6 run at train.min_lr=1.0e-04 (give train.lr_decay_iters=10 to "
+        "stretch it)"
+    )
+    assert line in out
+    lr = logged_lr(tmp_path / "run")
+    six = TrainConfig(learning_rate=1e-3, min_lr=1e-4, warmup_iters=1, lr_decay_iters=6)
+    assert lr[6] == pytest.approx(scheduled_learning_rate(5, six))  # logged steps are 1-based
+    assert [lr[s] for s in range(7, 11)] == pytest.approx([1e-4] * 4)
+
+    stretched = tmp_path / "stretched"
+    second = tiny_overrides(stretched, shakespeare_path, **{"train.warmup_iters": 1})
+    train(load_config(None, second))
+    capsys.readouterr()
+    resumed = second + ["train.resume=true", "train.max_iters=10", "train.lr_decay_iters=10"]
+    train(load_config(None, resumed))
+    ten = TrainConfig(learning_rate=1e-3, min_lr=1e-4, warmup_iters=1, lr_decay_iters=10)
+    expected = scheduled_learning_rate(6, ten)  # 0-based step 6 is logged as step 7
+    assert (
+        "the cosine learning-rate schedule now lasts train.lr_decay_iters=10 steps instead of "
+        f"6: the learning rate goes from {scheduled_learning_rate(5, six):.2e} at step 6 to "
+        f"{expected:.2e} at step 7"
+    ) in capsys.readouterr().out
+    assert logged_lr(stretched / "run")[7] == pytest.approx(expected)

@@ -6,9 +6,8 @@ import sys
 
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import ROOT, tiny_overrides
+from conftest import ROOT, read_scalars, tiny_overrides
 from training import ConfigError, load_checkpoint, load_config, train
 
 REQUIRED_TAGS = {
@@ -19,12 +18,6 @@ REQUIRED_TAGS = {
     "train/grad_norm",
     "train/tokens_per_sec",
 }
-
-
-def read_scalars(folder):
-    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     model            the uncompiled model's state_dict
     model_config     GPTConfig fields (vocab_size included)
     vocab            list of the tokenizer's characters, in id order
+    normalization    the corpus's Unicode normalisation (data.normalization), applied
+                     to prompts too; absent in files written before it existed ("none")
     config           the resolved run config (nested dict)
     iter_num         optimizer steps completed
     best_val_loss    lowest validation loss so far (nats per character)
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
 from data.tokenizer import CharTokenizer
 from model import GPT, GPTConfig
@@ -70,16 +73,37 @@ def resolve_checkpoint_path(out_dir: str | Path, checkpoint: str) -> Path:
     folder in it is a path of its own.
 
     Raises:
-        CheckpointError: if the file is not there (with a hint for best.pt).
+        CheckpointError: if the file is not there, saying how a run makes it.
     """
     given = Path(checkpoint)
     path = given if len(given.parts) > 1 or given.is_absolute() else Path(out_dir) / given
     if not path.is_file():
-        hint = ""
-        if given.name == "best.pt" and (path.parent / "ckpt.pt").is_file():
-            hint = " (best.pt appears at the run's first evaluation; ckpt.pt is there)"
-        raise CheckpointError(f"no checkpoint at {path}{hint}")
+        raise CheckpointError(f"no checkpoint at {path}: {_missing_checkpoint_hint(path)}")
     return path
+
+
+def _missing_checkpoint_hint(path: Path) -> str:
+    """What to do about a checkpoint that is not there, judged from its folder."""
+    folder = path.parent
+    train = f"python train.py --config configs/shakespeare_char_cpu.yaml out_dir={folder}"
+    if path.name == "best.pt" and (folder / "ckpt.pt").is_file():
+        return "best.pt appears at the run's first evaluation; ckpt.pt is there"
+    if not folder.is_dir():
+        return f"there is no run folder {folder}; train one first: {train}"
+    if (folder / "config.yaml").is_file():
+        try:
+            config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+            step = f"step {int(config['train']['eval_interval'])}"
+        except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+            step = "step train.eval_interval"
+        return (
+            f"the run in {folder} has not reached its first evaluation ({step}), where "
+            f"it writes {path.name}; wait for it, or look at what the run printed"
+        )
+    return (
+        f"{folder} holds no run; a training run writes {path.name} there at its first "
+        f"evaluation (step train.eval_interval): {train}"
+    )
 
 
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
@@ -120,14 +144,15 @@ def strip_compiled_prefix(state_dict: dict) -> dict:
 def model_from_checkpoint(ckpt: dict, path: str | Path = "checkpoint") -> tuple[GPT, CharTokenizer]:
     """Rebuild the model and its tokenizer from a loaded checkpoint.
 
-    The tokenizer comes from the checkpoint's own vocabulary, never from a data folder.
+    The tokenizer comes from the checkpoint's own vocabulary and normalisation, never
+    from a data folder.
 
     Raises:
         CheckpointError: if the vocabulary size and the embedding disagree, or the
             weights do not fit the stored config.
     """
     config = GPTConfig(**ckpt["model_config"])
-    tokenizer = CharTokenizer(list(ckpt["vocab"]))
+    tokenizer = CharTokenizer(list(ckpt["vocab"]), ckpt.get("normalization", "none"))
     state = strip_compiled_prefix(ckpt["model"])
     rows = state["token_embedding.weight"].shape[0]
     if not tokenizer.vocab_size == config.vocab_size == rows:

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from data.corpus import DEFAULT_CORPUS_PATH
+from data.normalization import NORMALIZATIONS
 from model.config import GPTConfig
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -37,12 +38,18 @@ class DataConfig:
         val_fraction: share of the corpus, taken from its end, held out for validation.
         cache_dir: where prepared token arrays are cached.
         decode_errors: "strict" rejects invalid UTF-8; "replace" swaps bad bytes for U+FFFD.
+        normalization: Unicode normalisation of the corpus, and of every prompt and
+            stop string given to the model later: "nfc" (composed, what keyboards
+            type), "nfd" (decomposed, as macOS file names), "nfkc"/"nfkd" (also fold
+            compatibility variants such as full-width letters), or "none" (code points
+            kept exactly as the file has them). Recorded in the checkpoint.
     """
 
     path: str = DEFAULT_CORPUS_PATH
     val_fraction: float = 0.1
     cache_dir: str = "data/cache"
     decode_errors: str = "strict"
+    normalization: str = "nfc"
 
 
 @dataclass
@@ -60,7 +67,9 @@ class TrainConfig:
         learning_rate: peak learning rate, reached after warmup.
         min_lr: learning rate at the end of the cosine decay.
         warmup_iters: steps of linear warmup.
-        lr_decay_iters: length of the schedule in steps (null: max_iters).
+        lr_decay_iters: length of the schedule in steps (null: max_iters for a new
+            run; a resumed run keeps the length it was first given, so extending a
+            finished run continues at min_lr unless this is given anew).
         lr_schedule: "cosine" (warmup, cosine decay to min_lr) or "wsd"
             (warmup, stable at learning_rate, linear warmdown to min_lr).
         warmdown_fraction: share of lr_decay_iters spent in the wsd warmdown.
@@ -162,7 +171,8 @@ def _coerce(key: str, value, hint):
     """
     args = typing.get_args(hint)
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        if value is None and type(None) in args:
+        # "none" means null where a key may be null (train.muon_lr=none), as in Python.
+        if type(None) in args and (value is None or str(value).lower() == "none"):
             return None
         hint = next(a for a in args if a is not type(None))
     if hint is float and not isinstance(value, bool) and isinstance(value, (int, float, str)):
@@ -208,7 +218,7 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
 
 
 def parse_value(text: str):
-    """Read an override's value: true/false, null, an int, a float, else the text.
+    """Read an override's value: true/false, null (or ~), an int, a float, else the text.
 
     Unlike YAML 1.1, "yes", "no", "on" and "off" stay strings, so out_dir=off is a
     folder name; quotes ('...' or "...") make any value a string.
@@ -219,8 +229,8 @@ def parse_value(text: str):
     lowered = stripped.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
-    if lowered in ("null", "none", "~"):
-        return None
+    if lowered in ("null", "~"):
+        return None  # "none" stays text (data.normalization=none); see `_coerce`
     for number in (int, float):
         try:
             return number(text)
@@ -264,8 +274,6 @@ def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
         for section in sections:
             target = getattr(target, section)
         setattr(target, leaf, value)
-    if cfg.train.lr_decay_iters is None:  # the schedule's length, its own key
-        cfg.train.lr_decay_iters = cfg.train.max_iters
     # Values that failed their type check kept their defaults, so the remaining
     # values can still be checked: every problem is reported in one message.
     problems += validate(cfg)
@@ -325,6 +333,11 @@ def validate(cfg: RunConfig) -> list[str]:
         problems.append(
             f"data.decode_errors must be strict or replace, got {cfg.data.decode_errors!r}"
         )
+    if cfg.data.normalization not in NORMALIZATIONS:
+        problems.append(
+            f"data.normalization must be one of {', '.join(NORMALIZATIONS)}, "
+            f"got {cfg.data.normalization!r}"
+        )
     if cfg.device not in DEVICES:
         problems.append(f"device must be one of {', '.join(DEVICES)}, got {cfg.device!r}")
     if not 0 <= t.min_lr <= t.learning_rate:
@@ -368,8 +381,9 @@ def validate(cfg: RunConfig) -> list[str]:
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
     """Read a YAML config (optional), apply ``section.key=value`` overrides, validate.
 
-    The default out_dir is runs/<config file stem> (runs/default without a file);
-    train.lr_decay_iters defaults to train.max_iters.
+    The default out_dir is runs/<config file stem> (runs/default without a file).
+    train.lr_decay_iters stays None unless given: the Trainer resolves it (see
+    `training.schedule.resolve_schedule_length`).
 
     Raises:
         ConfigError: for an unreadable file, bad YAML, or any invalid key or value.

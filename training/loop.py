@@ -42,7 +42,7 @@ from training.distributed import (
 from training.evaluate import nats_to_bits, summed_loss
 from training.interrupt import StopRequest
 from training.optim import build_optimizer
-from training.schedule import scheduled_learning_rate
+from training.schedule import resolve_schedule_length, scheduled_learning_rate
 from training.tensorboard_views import TensorBoardViews
 
 CKPT_NAME = "ckpt.pt"  # latest state, for resuming
@@ -158,7 +158,13 @@ def _lock_run_folder(out_dir: Path):
 
 def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:
     """'key: old -> new' for every setting that differs (run-control keys left out)."""
-    ignored = {"train.resume", "train.max_iters", "train.overwrite", "model.vocab_size"}
+    ignored = {
+        "train.resume",
+        "train.max_iters",
+        "train.overwrite",
+        "model.vocab_size",
+        "train.lr_decay_iters",  # said by the schedule line
+    }
     changes = []
     for key, value in current.items():
         dotted = f"{prefix}{key}"
@@ -183,6 +189,12 @@ def _check_resume_compatible(ckpt: dict, cfg: RunConfig, vocab: list[str], path:
         problems.append(
             f"data.val_fraction is {cfg.data.val_fraction} but the run used "
             f"{saved_data['val_fraction']}: its validation losses would not compare"
+        )
+    saved_normalization = ckpt.get("normalization", "none")
+    if saved_normalization != cfg.data.normalization:
+        problems.append(
+            f"data.normalization is {cfg.data.normalization} but the run used "
+            f"{saved_normalization}: resume with data.normalization={saved_normalization}"
         )
     if list(ckpt["vocab"]) != vocab:
         problems.append(
@@ -234,7 +246,9 @@ class Trainer:
         seed_everything(cfg.seed)
 
         d, tc = cfg.data, cfg.train
-        self.corpus = prepare_corpus(d.path, d.val_fraction, d.cache_dir, d.decode_errors)
+        self.corpus = prepare_corpus(
+            d.path, d.val_fraction, d.cache_dir, d.decode_errors, d.normalization
+        )
         self.corpus.check_fits(cfg.model.block_size)
         vocab_size = self.corpus.tokenizer.vocab_size
         if cfg.model.vocab_size not in (0, vocab_size):
@@ -248,6 +262,12 @@ class Trainer:
         if resume_path is not None:
             ckpt = load_checkpoint(resume_path)
             _check_resume_compatible(ckpt, cfg, self.corpus.tokenizer.chars, resume_path)
+        tc.lr_decay_iters, self.schedule_note = resolve_schedule_length(
+            tc,
+            ckpt["config"]["train"]["lr_decay_iters"] if ckpt else None,
+            ckpt["iter_num"] if ckpt else 0,
+        )
+        if ckpt is not None:
             self.changed_on_resume = _changed_settings(ckpt["config"], cfg.to_dict())
         # On resume the architecture is checked equal, so only dropout can differ.
         self.model = GPT(GPTConfig(**vars(cfg.model)))
@@ -391,6 +411,7 @@ class Trainer:
             "model": self.model.state_dict(),
             "model_config": vars(self.model.config).copy(),
             "vocab": self.corpus.tokenizer.chars,
+            "normalization": self.corpus.tokenizer.normalization,
             "config": self.cfg.to_dict(),
             "iter_num": self.result.iter_num,
             "best_val_loss": self.result.best_val_loss,
@@ -558,6 +579,8 @@ class Trainer:
         world = self.dist.world_size
         for note in self.notices():
             self.say(note)
+        if self.schedule_note:
+            self.say(self.schedule_note)
         if self.changed_on_resume:
             self.say("note: resuming with changed settings: " + "; ".join(self.changed_on_resume))
         self.say(

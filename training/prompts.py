@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from data.normalization import continues_cluster, safe_cut
 from data.tokenizer import CharTokenizer
 
 
@@ -27,11 +28,14 @@ def usable_prompt(
     """``prompt`` itself if it fits and the vocabulary has all its characters, else a
     stand-in.
 
-    A prompt longer than ``max_chars`` is cut to its first ``max_chars`` characters.
-    A prompt with characters outside the vocabulary is replaced by as many characters
-    from the start of the first full line of the validation split (from its very
-    start if no line fits): held-out text of the corpus, so every character is known
-    and the text reads like the corpus.
+    The prompt is first put in the corpus's normalisation form (as every text given
+    to the model is). A prompt longer than ``max_chars`` is cut to its first
+    ``max_chars`` characters. A prompt with characters outside the vocabulary is
+    replaced by about as many characters from the start of the first full line of the
+    validation split (from its very start if no line fits): held-out text of the
+    corpus, so every character is known and the text reads like the corpus. No cut
+    splits a character: a decomposed syllable or an accent stays whole
+    (`data.normalization.safe_cut`), so a cut may keep a few code points fewer.
 
     Args:
         prompt: the configured prompt (non-empty).
@@ -41,20 +45,22 @@ def usable_prompt(
         max_chars: the longest prompt the caller can use (e.g. block_size), or None.
 
     Returns:
-        A non-empty prompt of at most len(prompt) (and max_chars) characters, all in
+        A non-empty prompt of at most len(prompt) (and max_chars) code points, all in
         the vocabulary.
 
     Warns:
         PromptFallbackWarning: saying what was cut or replaced, and by what.
     """
+    prompt = tokenizer.normalize(prompt)
     if max_chars is not None and len(prompt) > max_chars:
+        cut = safe_cut(prompt, max_chars) or max_chars  # one cluster longer than the context
         warnings.warn(
             f"{key} has {len(prompt)} characters, more than the model's context "
-            f"({max_chars}); using its first {max_chars}",
+            f"({max_chars}); using its first {cut}",
             PromptFallbackWarning,
             stacklevel=2,
         )
-        prompt = prompt[:max_chars]
+        prompt = prompt[:cut]
     known = set(tokenizer.chars)
     missing = [c for c in dict.fromkeys(prompt) if c not in known]
     if not missing:
@@ -63,7 +69,12 @@ def usable_prompt(
     # Enough text to find a line start and n characters after it.
     text = tokenizer.decode(val_ids[: 4 * n + 256])
     start = text.find("\n") + 1
-    replacement = text[start : start + n] if len(text) - start >= n else text[:n]
+    if len(text) - start < n:
+        start = 0
+    while start < len(text) - 1 and continues_cluster(text[start]):
+        start += 1  # the validation split may begin inside a character
+    rest = text[start:]
+    replacement = rest[: safe_cut(rest, n) or n]
     shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in missing[:8])
     warnings.warn(
         f"{key}={prompt!r} has characters the corpus lacks ({shown}); using "

@@ -1,5 +1,6 @@
 """Learning-rate schedules: linear warmup, then cosine decay or warmup-stable-decay."""
 
+import copy
 import math
 
 
@@ -65,4 +66,50 @@ def scheduled_learning_rate(step: int, cfg) -> float:
         )
     return learning_rate_at(
         step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters
+    )
+
+
+def resolve_schedule_length(cfg, saved_length: int | None, start: int) -> tuple[int, str]:
+    """The schedule's length in steps (``lr_decay_iters``), and one line saying what
+    a resumed run does with it.
+
+    A new run's schedule lasts ``cfg.lr_decay_iters`` steps, or ``cfg.max_iters``
+    when that is not given. A resumed run keeps the length its schedule was first
+    given, even when ``max_iters`` grows: extending a finished run continues at the
+    end of its curve (``min_lr``) instead of jumping back up. A ``lr_decay_iters``
+    given anew replaces it.
+
+    Args:
+        cfg: the TrainConfig (uses lr_decay_iters, max_iters, min_lr, and whatever
+            `scheduled_learning_rate` uses).
+        saved_length: the resumed checkpoint's resolved lr_decay_iters, or None for a
+            new run.
+        start: the step the run starts from (the checkpoint's iteration).
+
+    Returns:
+        (length, note): note is "" for a new run.
+    """
+    if saved_length is None:
+        return (cfg.lr_decay_iters or cfg.max_iters), ""
+    given = cfg.lr_decay_iters
+    length = saved_length if given is None else given
+    resolved = copy.copy(cfg)
+    resolved.lr_decay_iters = length
+    before = copy.copy(cfg)
+    before.lr_decay_iters = saved_length
+    lr_then = scheduled_learning_rate(max(start - 1, 0), before)
+    lr_next = scheduled_learning_rate(start, resolved)
+    where = f"resuming at step {start} of {cfg.max_iters}: the {cfg.lr_schedule} learning-rate "
+    if given is None or given == saved_length:
+        tail = (
+            f"; steps past {length} run at train.min_lr={cfg.min_lr:.1e}"
+            f" (give train.lr_decay_iters={cfg.max_iters} to stretch it)"
+            if cfg.max_iters > length
+            else ""
+        )
+        return length, f"{where}schedule keeps its length of {length} steps{tail}"
+    return length, (
+        f"{where}schedule now lasts train.lr_decay_iters={length} steps instead of "
+        f"{saved_length}: the learning rate goes from {lr_then:.2e} at step {start} to "
+        f"{lr_next:.2e} at step {start + 1}"
     )
