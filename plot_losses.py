@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from training.run_writer import VAL_LOSS
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import read_scalar_curves
 
@@ -40,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     png = Path(args.png) if args.png else out_dir / "losses.png"
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=args.dpi)
-    if "val/loss" in curves:
-        val = curves["val/loss"]
+    if VAL_LOSS in curves:
+        val = curves[VAL_LOSS]
         print(
             f"validation loss {val.values[-1]:.4f} nats/char at step {val.steps[-1]} "
             f"({val.seconds[-1]:.0f} s); lowest {val.values.min():.4f}"

@@ -19,7 +19,12 @@ import torch
 
 from data import CorpusError
 from data.corpus import normalize_newlines
-from model.generation import StopSequences, make_generator, validate_sampling_args
+from model.generation import (
+    SamplingError,
+    StopSequences,
+    make_generator,
+    validate_sampling_args,
+)
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
 from training.checkpoint import add_checkpoint_arguments, resolve_checkpoint_path
 from training.config import ConfigError
@@ -246,6 +251,9 @@ def _main(argv: list[str] | None) -> int:
         # that Python's final flush of the buffered rest cannot raise again at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    except SamplingError as e:
+        print(f"\nerror: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -23,6 +23,10 @@ import torch
 SLIDING_WINDOW_KEEP = 0.75
 
 
+class SamplingError(RuntimeError):
+    """The sampler returned a token id outside the vocabulary (a backend fault)."""
+
+
 def _is_int(value) -> bool:
     """True for Python and NumPy integers, False for bools (True is not a count)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -181,6 +185,11 @@ def next_token(
 
     Returns:
         (B, 1) int64 token ids.
+
+    Raises:
+        SamplingError: if the draw returned an id outside [0, vocab_size), which
+            torch.multinomial does on some backends for degenerate probabilities;
+            caught here, where the id is drawn, rather than as an index error later.
     """
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -194,7 +203,17 @@ def next_token(
     if top_p is not None:
         logits = top_p_filter(logits, top_p)
     probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, num_samples=1, generator=generator)
+    ids = torch.multinomial(probs, num_samples=1, generator=generator)
+    vocab_size = logits.size(-1)
+    if ((ids < 0) | (ids >= vocab_size)).any():
+        bad = ids[(ids < 0) | (ids >= vocab_size)][0].item()
+        raise SamplingError(
+            f"the sampler drew token id {bad}, outside the vocabulary [0, {vocab_size}), "
+            f"on {ids.device.type}: torch.multinomial returned an invalid index (a fault "
+            "of some backends). Sample on another device (--device cpu), or with "
+            "--temperature 0 (greedy, no random draw)"
+        )
+    return ids
 
 
 class StopSequences:

@@ -8,6 +8,7 @@ from model import GPT, GPTConfig
 from training import load_config, train
 from training.config import TrainConfig
 from training.optim import build_optimizer, muon_parameter_groups, parameter_groups
+from training.run_writer import TRAIN_LR
 from training.schedule import learning_rate_at, scheduled_learning_rate, wsd_learning_rate_at
 
 
@@ -116,7 +117,7 @@ def test_muon_and_wsd_train_and_resume_exactly(tmp_path, shakespeare_path):
 
 
 def logged_lr(folder) -> dict[int, float]:
-    return dict(read_scalars(folder)["train/lr"])
+    return dict(read_scalars(folder)[TRAIN_LR])
 
 
 def test_extending_a_finished_run_keeps_its_schedule(tmp_path, shakespeare_path, capsys):

@@ -314,6 +314,23 @@ def test_folder_of_an_unfinished_run_is_not_reused(tmp_path, shakespeare_path):
         train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
 
 
+def test_a_start_that_fails_on_bad_input_leaves_nothing(tmp_path):
+    nested = tmp_path / "runs" / "new" / "run"
+    bad = [f"out_dir={nested}", "device=cpu", f"data.path={tmp_path / 'missing.txt'}"]
+    with pytest.raises(CorpusError, match="no such file"):
+        train(load_config(None, bad))
+    assert not (tmp_path / "runs").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("kept", encoding="utf-8")
+    folder = tmp_path / "corpus_folder"
+    folder.mkdir()
+    bad = [f"out_dir={mine}", "device=cpu", f"data.path={folder}"]
+    with pytest.raises(CorpusError, match="is a folder"):
+        train(load_config(None, bad))
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # no .lock left
+
+
 def test_two_runs_cannot_share_a_folder(tmp_path, shakespeare_path):
     fcntl = pytest.importorskip("fcntl")
     out = tmp_path / "run"

@@ -15,6 +15,7 @@ import sample
 from conftest import ROOT
 from model import GPT, GPTConfig
 from model.generation import (
+    SamplingError,
     StopSequences,
     make_generator,
     next_token,
@@ -476,3 +477,31 @@ def test_benchmark_script_runs_and_prints_a_table(capsys):
     for row in rows:
         speedup = row.split("|")[-2].strip()
         assert speedup.endswith("x") and math.isfinite(float(speedup[:-1]))
+
+
+def multinomial_returning(vocab_size):
+    """A stand-in for torch.multinomial that returns an id outside the vocabulary, as
+    some backends do."""
+
+    def draw(probs, num_samples, generator=None):
+        return torch.full((probs.size(0), num_samples), vocab_size, dtype=torch.long)
+
+    return draw
+
+
+def test_out_of_vocabulary_draw_is_named_where_it_is_drawn(model, monkeypatch):
+    monkeypatch.setattr(torch, "multinomial", multinomial_returning(VOCAB))
+    prompt = torch.zeros(2, 3, dtype=torch.long)
+    for use_cache in (True, False):
+        with pytest.raises(SamplingError, match=f"token id {VOCAB}, outside the vocabulary"):
+            model.generate(prompt, 5, temperature=1.0, use_cache=use_cache)
+    # Greedy decoding draws nothing and is unaffected.
+    assert model.generate(prompt, 5, temperature=0).shape == (2, 8)
+
+
+def test_cli_reports_an_out_of_vocabulary_draw(capsys, checkpoint_dir, monkeypatch):
+    monkeypatch.setattr(torch, "multinomial", multinomial_returning(len(CHARS)))
+    code, _, err = run_main(capsys, checkpoint_dir, "--prompt", "ab", "--max-new-tokens", "3")
+    assert code == 1
+    assert f"error: the sampler drew token id {len(CHARS)}, outside the vocabulary" in err
+    assert "Traceback" not in err

@@ -15,7 +15,16 @@ from conftest import SHAKESPEARE, tiny_overrides
 from data import CharTokenizer
 from training import ConfigError, load_checkpoint, load_config, model_from_checkpoint, train
 from training.prompts import PromptFallbackWarning, usable_prompt
-from training.tensorboard_views import SAMPLE_TAG, TensorBoardViews
+from training.run_writer import (
+    ATTENTION_IMAGE,
+    HPARAMS_METRICS,
+    SAMPLE_TEXT,
+    TRAIN_LOSS,
+    VAL_BEST_LOSS,
+    VAL_BPC,
+    VAL_LOSS,
+)
+from training.tensorboard_views import TensorBoardViews
 from viz.grid_layout import GridLayout, label_inches, panel_inches
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import read_scalar_curves
@@ -42,7 +51,7 @@ def read_events(folder) -> EventAccumulator:
 def test_attention_images_one_per_layer_at_each_evaluation(run):
     cfg, result = run
     acc = read_events(result.out_dir)
-    assert sorted(acc.Tags()["images"]) == ["attention/layer_0", "attention/layer_1"]
+    assert sorted(acc.Tags()["images"]) == [ATTENTION_IMAGE.format(layer=i) for i in (0, 1)]
     T = len(ATTENTION_PROMPT)
     layout = GridLayout(panel_inches(T), 1, 2, label_inches(list("Tobe,␣")), titled=True)
     for tag in acc.Tags()["images"]:
@@ -68,7 +77,7 @@ def sample_texts(acc) -> dict[int, str]:
     """{step: sample} from the text summaries, without the markdown indentation."""
     texts = {}
     # SummaryWriter.add_text files the text under TAG/text_summary.
-    for event in acc.Tensors(f"{SAMPLE_TAG}/text_summary"):
+    for event in acc.Tensors(f"{SAMPLE_TEXT}/text_summary"):
         markdown = event.tensor_proto.string_val[0].decode("utf-8")
         header, body = markdown.split("\n\n", 1)
         assert header.startswith("prompt 'ROMEO:', seed 1337")
@@ -93,7 +102,15 @@ def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
     cfg, result = run
     acc = read_events(result.out_dir)
     content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
-    assert set(content) == {metadata.SESSION_START_INFO_TAG}  # no Experiment: see hparams.py
+    assert set(content) == {metadata.SESSION_START_INFO_TAG, metadata.EXPERIMENT_TAG}
+    experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
+    # The table ticks its first five metrics: the validation metrics come first.
+    metrics = [m.name.tag for m in experiment.metric_infos]
+    assert metrics[:3] == [VAL_LOSS, VAL_BPC, VAL_BEST_LOSS]
+    assert metrics == list(HPARAMS_METRICS) and TRAIN_LOSS in metrics[:5]
+    assert set(metrics) <= set(acc.Tags()["scalars"])  # each declared metric is logged
+    infos = {h.name: h for h in experiment.hparam_infos}
+    assert infos["model.n_layer"].differs and not infos["train.learning_rate"].differs
     hparams = metadata.parse_session_start_info_plugin_data(
         content[metadata.SESSION_START_INFO_TAG]
     ).hparams
@@ -106,8 +123,8 @@ def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
     assert "out_dir" not in hparams and "train.resume" not in hparams
     # The plugin's metrics are the last value of each scalar: the final val/loss and
     # the best validation loss are there.
-    best = [e.value for e in acc.Scalars("val/best_loss")]
-    val = [e.value for e in acc.Scalars("val/loss")]
+    best = [e.value for e in acc.Scalars(VAL_BEST_LOSS)]
+    val = [e.value for e in acc.Scalars(VAL_LOSS)]
     assert best == pytest.approx(list(np.minimum.accumulate(val)))
     assert best[-1] == pytest.approx(result.best_val_loss, rel=1e-6)
 
@@ -119,16 +136,16 @@ def test_views_leave_the_training_losses_unchanged(run, tmp_path):
     assert plain.losses == result.losses  # sampling used its own RNG, in eval mode
     acc = read_events(plain.out_dir)
     assert acc.Tags()["images"] == []
-    assert not [tag for tag in acc.Tags()["tensors"] if tag.startswith(SAMPLE_TAG)]
+    assert not [tag for tag in acc.Tags()["tensors"] if tag.startswith(SAMPLE_TEXT)]
 
 
 def test_loss_plot_reads_the_event_files(run, tmp_path, capsys):
     _, result = run
     curves = read_scalar_curves(result.out_dir, list(LOSS_TAGS))
-    assert list(curves["train/loss"].steps) == [1, 2, 3, 4, 5, 6]
-    assert list(curves["val/loss"].steps) == [3, 6]
-    assert curves["val/loss"].values[-1] == pytest.approx(result.best_val_loss, rel=1e-6)
-    seconds = curves["train/loss"].seconds
+    assert list(curves[TRAIN_LOSS].steps) == [1, 2, 3, 4, 5, 6]
+    assert list(curves[VAL_LOSS].steps) == [3, 6]
+    assert curves[VAL_LOSS].values[-1] == pytest.approx(result.best_val_loss, rel=1e-6)
+    seconds = curves[TRAIN_LOSS].seconds
     assert seconds[0] >= 0 and np.all(np.diff(seconds) >= 0)
     fig = loss_figure(curves)
     by_step, by_time = fig.axes

@@ -9,15 +9,16 @@ import torch
 
 from conftest import ROOT, read_scalars, tiny_overrides
 from training import ConfigError, load_checkpoint, load_config, train
+from training.run_writer import (
+    TRAIN_GRAD_NORM,
+    TRAIN_LOSS,
+    TRAIN_LR,
+    TRAIN_TOKENS_PER_SEC,
+    VAL_BPC,
+    VAL_LOSS,
+)
 
-REQUIRED_TAGS = {
-    "train/loss",
-    "val/loss",
-    "val/bpc",
-    "train/lr",
-    "train/grad_norm",
-    "train/tokens_per_sec",
-}
+REQUIRED_TAGS = {TRAIN_LOSS, VAL_LOSS, VAL_BPC, TRAIN_LR, TRAIN_GRAD_NORM, TRAIN_TOKENS_PER_SEC}
 
 
 @pytest.fixture
@@ -40,11 +41,11 @@ def test_run_writes_checkpoint_config_and_events(trained_run):
     assert ckpt["rng"]["world_size"] == 1
     scalars = read_scalars(out)
     assert REQUIRED_TAGS <= set(scalars)
-    assert [s for s, _ in scalars["train/loss"]] == [1, 2, 3, 4, 5, 6]
-    assert [s for s, _ in scalars["val/loss"]] == [3, 6]
-    for (_, nats), (_, bits) in zip(scalars["val/loss"], scalars["val/bpc"], strict=True):
+    assert [s for s, _ in scalars[TRAIN_LOSS]] == [1, 2, 3, 4, 5, 6]
+    assert [s for s, _ in scalars[VAL_LOSS]] == [3, 6]
+    for (_, nats), (_, bits) in zip(scalars[VAL_LOSS], scalars[VAL_BPC], strict=True):
         assert bits == pytest.approx(nats / 0.6931471805599453, rel=1e-5)
-    assert scalars["val/loss"][-1][1] == pytest.approx(result.best_val_loss, rel=1e-6)
+    assert scalars[VAL_LOSS][-1][1] == pytest.approx(result.best_val_loss, rel=1e-6)
     assert [e["iter"] for e in result.evals] == [3, 6]
 
 
@@ -87,8 +88,8 @@ def test_resume_matches_an_uninterrupted_run(tmp_path, shakespeare_path):
     assert sorted(second.losses) == list(range(6, 11))  # continued from step 5
     resumed = {**first.losses, **second.losses}
     assert resumed == full.losses  # bitwise-equal losses at every step
-    lrs_full = read_scalars(tmp_path / "full" / "run")["train/lr"]
-    lrs_split = read_scalars(tmp_path / "split" / "run")["train/lr"]
+    lrs_full = read_scalars(tmp_path / "full" / "run")[TRAIN_LR]
+    lrs_split = read_scalars(tmp_path / "split" / "run")[TRAIN_LR]
     assert sorted(lrs_split) == lrs_full
 
 

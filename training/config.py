@@ -206,12 +206,14 @@ def _unknown_key_message(key: str) -> str:
     return f"unknown key {key!r}{hint} (valid keys: see configs/*.yaml or README)"
 
 
-def _flatten(tree: dict, prefix: str = "") -> dict:
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """Nested dicts to dotted keys: {"train": {"learning_rate": 1e-3}} ->
+    {"train.learning_rate": 1e-3}."""
     flat = {}
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and dotted in SECTIONS:
-            flat.update(_flatten(value, dotted + "."))
+        if isinstance(value, dict):
+            flat.update(flatten(value, dotted + "."))
         else:
             flat[dotted] = value
     return flat
@@ -405,7 +407,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
         for key, value in tree.items():
             if key in SECTIONS and not isinstance(value, dict):
                 problems.append(f"{path}: section {key!r} must be a mapping of keys")
-        values.update({k: v for k, v in _flatten(tree).items() if k not in SECTIONS})
+        values.update({k: v for k, v in flatten(tree).items() if k not in SECTIONS})
     for arg in overrides:
         try:
             key, value = parse_override(arg)

@@ -19,7 +19,6 @@ import torch
 import yaml
 from torch.distributed import ReduceOp
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from data import BatchSampler, evaluation_windows, prepare_corpus
@@ -31,7 +30,7 @@ from training.checkpoint import (
     save_checkpoint,
     strip_compiled_prefix,
 )
-from training.config import ConfigError, RunConfig
+from training.config import ConfigError, RunConfig, flatten
 from training.device import autocast_context
 from training.distributed import (
     all_reduce,
@@ -42,11 +41,11 @@ from training.distributed import (
 from training.evaluate import nats_to_bits, summed_loss
 from training.interrupt import StopRequest
 from training.optim import build_optimizer
+from training.run_folder import BEST_NAME, CKPT_NAME, CONFIG_NAME, RunFolder
+from training.run_writer import RunWriter
 from training.schedule import resolve_schedule_length, scheduled_learning_rate
 from training.tensorboard_views import TensorBoardViews
 
-CKPT_NAME = "ckpt.pt"  # latest state, for resuming
-BEST_NAME = "best.pt"  # weights with the lowest validation loss so far
 # Everything in GPTConfig that fixes the weights' shapes or meaning (not dropout).
 ARCHITECTURE_KEYS = tuple(
     f.name for f in dataclasses.fields(GPTConfig) if f.name not in ("dropout", "vocab_size")
@@ -91,72 +90,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _run_files(out_dir: Path) -> list[Path]:
-    """What a run leaves in its folder: checkpoints, config.yaml, TensorBoard events."""
-    names = (CKPT_NAME, BEST_NAME, "config.yaml")
-    return [out_dir / n for n in names if (out_dir / n).exists()] + sorted(
-        out_dir.glob("events.out.tfevents*")
-    )
-
-
-def _resume_path(cfg: RunConfig) -> Path | None:
-    """The checkpoint to resume from, or None for a fresh run.
-
-    Raises:
-        ConfigError: if a fresh run would overwrite an earlier run's files, or a
-            resume finds nothing to resume.
-    """
-    out_dir = Path(cfg.out_dir)
-    ckpt_path = out_dir / CKPT_NAME
-    if cfg.train.resume:
-        if not ckpt_path.is_file():
-            raise ConfigError(
-                f"train.resume=true but there is no checkpoint at {ckpt_path}; "
-                "drop train.resume to start a new run there"
-            )
-        return ckpt_path
-    existing = _run_files(out_dir)
-    if existing and not cfg.train.overwrite:
-        what = "a checkpoint" if ckpt_path.is_file() else "files of an earlier run"
-        raise ConfigError(
-            f"{out_dir} already holds {what} ({', '.join(p.name for p in existing[:3])}). "
-            + ("Continue it with train.resume=true, " if ckpt_path.is_file() else "")
-            + "choose another out_dir=..., or replace it with train.overwrite=true"
-        )
-    return None
-
-
-def _lock_run_folder(out_dir: Path):
-    """Hold an exclusive lock on out_dir/.lock for this process's lifetime, so two
-    runs cannot write into one folder; the OS releases it when the process ends.
-
-    Returns:
-        The open lock file (keep a reference), or None where locking is unsupported.
-
-    Raises:
-        ConfigError: if another run holds the lock, or out_dir cannot be created.
-    """
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(out_dir / ".lock", "a", encoding="utf-8")  # noqa: SIM115 (held open)
-    except OSError as e:
-        raise ConfigError(f"out_dir: cannot create or write {out_dir}: {e.strerror}") from None
-    try:
-        import fcntl
-    except ImportError:  # Windows: no advisory locks; the files check above remains
-        return lock
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
-        raise ConfigError(
-            f"another training run is writing to {out_dir}; wait for it or choose "
-            "another out_dir=..."
-        ) from None
-    return lock
-
-
-def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:
+def _changed_settings(saved: dict, current: dict) -> list[str]:
     """'key: old -> new' for every setting that differs (run-control keys left out)."""
     ignored = {
         "train.resume",
@@ -165,15 +99,12 @@ def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]
         "model.vocab_size",
         "train.lr_decay_iters",  # said by the schedule line
     }
-    changes = []
-    for key, value in current.items():
-        dotted = f"{prefix}{key}"
-        old = saved.get(key) if isinstance(saved, dict) else None
-        if isinstance(value, dict):
-            changes += _changed_settings(old or {}, value, dotted + ".")
-        elif dotted not in ignored and old != value:
-            changes.append(f"{dotted}: {old} -> {value}")
-    return changes
+    old = flatten(saved)
+    return [
+        f"{key}: {old.get(key)} -> {value}"
+        for key, value in flatten(current).items()
+        if key not in ignored and old.get(key) != value
+    ]
 
 
 def _check_resume_compatible(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> None:
@@ -231,18 +162,17 @@ class Trainer:
         cfg = self.cfg = copy.deepcopy(cfg)
         self.dist, self.device = init_distributed(cfg.device)
         self.out_dir = Path(cfg.out_dir)
-        resume_path = _resume_path(cfg)
-        self._lock = None
-        self._lock = _lock_run_folder(self.out_dir) if self.dist.is_main else None
+        self.folder = RunFolder(
+            self.out_dir, cfg.train.resume, cfg.train.overwrite, lock=self.dist.is_main
+        )
         try:
-            self._setup(cfg, resume_path)
+            self._setup(cfg, self.folder.resume_path)
         except BaseException:
-            self.close()  # a failed start must not keep the folder locked
+            self.close(started=False)  # unlock, and leave nothing behind
             raise
 
     def _setup(self, cfg: RunConfig, resume_path: Path | None) -> None:
         """Everything after the folder checks: corpus, model, optimizer, sampler."""
-        self.resumed_from = resume_path
         seed_everything(cfg.seed)
 
         d, tc = cfg.data, cfg.train
@@ -450,13 +380,12 @@ class Trainer:
             except (BrokenPipeError, OSError):
                 self._quiet = True
 
-    def close(self) -> None:
-        """Release the run folder's lock (also released when the process ends) and,
-        under DDP, the DistributedDataParallel wrapper, whose gradient reducer must
-        be gone before the process group is destroyed."""
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+    def close(self, started: bool = True) -> None:
+        """Release the run folder (its lock is also released when the process ends;
+        ``started=False`` after a failed start also removes what the start created)
+        and, under DDP, the DistributedDataParallel wrapper, whose gradient reducer
+        must be gone before the process group is destroyed."""
+        self.folder.release(started)
         if isinstance(getattr(self, "run_model", None), DistributedDataParallel):
             self.run_model = self.eval_model
 
@@ -498,14 +427,10 @@ class Trainer:
         if not self.dist.is_main:
             return
         step = ev["iter"]
-        self.writer.add_scalar("val/loss", ev["val_loss"], step)
-        self.writer.add_scalar("val/bpc", ev["val_bpc"], step)
-        self.writer.add_scalar("train/eval_loss", ev["train_loss"], step)
-        self.writer.add_scalar("train/eval_bpc", nats_to_bits(ev["train_loss"]), step)
-        self.writer.flush()
+        self.writer.evaluation(step, ev["val_loss"], ev["train_loss"], self.result.best_val_loss)
         if improved:
             save_checkpoint(self.checkpoint(with_training_state=False), self.out_dir / BEST_NAME)
-        self.views.log_evaluation(self.writer, self.model, step, self.result.best_val_loss)
+        self.views.log_evaluation(self.writer, self.model, step)
         self.say(
             f"step {step}: train {ev['train_loss']:.4f}, val {ev['val_loss']:.4f} nats/char "
             f"({ev['val_bpc']:.4f} bits/char), {ev['seconds']:.0f} s"
@@ -525,10 +450,7 @@ class Trainer:
         loss = loss_sum.item()  # with check_finite, the only host-device syncs per interval
         self.result.losses[step] = loss
         if self.dist.is_main:
-            self.writer.add_scalar("train/loss", loss, step)
-            self.writer.add_scalar("train/lr", lr, step)
-            self.writer.add_scalar("train/grad_norm", float(grad_norm), step)
-            self.writer.add_scalar("train/tokens_per_sec", rate, step)
+            self.writer.training_step(step, loss, lr, float(grad_norm), rate)
         return {"loss": f"{loss:.4f}", "lr": f"{lr:.2e}", "tok/s": f"{rate:,.0f}"}
 
     def stop_agreed(self, stop: StopRequest) -> bool:
@@ -566,16 +488,14 @@ class Trainer:
             self.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
             return result
         if self.dist.is_main:
-            if self.cfg.train.overwrite and self.resumed_from is None:
-                for old in _run_files(self.out_dir):  # asked for: replace the earlier run
-                    old.unlink()
-            (self.out_dir / "config.yaml").write_text(
+            self.folder.replace_earlier_run()
+            (self.out_dir / CONFIG_NAME).write_text(
                 yaml.safe_dump(self.given_cfg.to_dict(), sort_keys=False, allow_unicode=True),
                 encoding="utf-8",
             )
             # On resume, drop events a stopped run may have logged after its checkpoint.
-            self.writer = SummaryWriter(str(self.out_dir), purge_step=start + 1 if start else None)
-            self.views.log_hparams(self.writer)
+            self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
+            self.writer.hyperparameters(self.cfg.to_dict())
         world = self.dist.world_size
         for note in self.notices():
             self.say(note)

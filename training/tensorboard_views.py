@@ -1,16 +1,13 @@
 """What TensorBoard shows of a run besides its scalars: what the model writes, where
 it looks, and which hyperparameters produced it.
 
-At each evaluation (`Trainer.evaluate_and_save` calls `TensorBoardViews.log_evaluation`):
+At each evaluation (`Trainer.evaluate_and_save` calls `TensorBoardViews.log_evaluation`),
+through the run's `training.run_writer.RunWriter`:
 
     samples/fixed_prompt   TEXT    train.sample_tokens characters continuing
                                    train.sample_prompt, sampled with the run's seed
     attention/layer_<l>    IMAGES  layer l's heads side by side, for
                                    train.attention_prompt
-    val/best_loss          SCALARS lowest validation loss so far (nats/char)
-
-Once, when training starts (`Trainer.run` calls `TensorBoardViews.log_hparams`): the
-hyperparameters, for the HPARAMS tab (see `training.hparams`).
 
 The fixed seed and prompts make evaluations comparable: the same question is asked
 of the model at step 500 and at step 3,500. Sampling uses its own torch.Generator and
@@ -22,20 +19,16 @@ import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from torch.utils.tensorboard import SummaryWriter
 
 from data.tokenizer import CharTokenizer
 from model import GPT
 from training.config import RunConfig
-from training.hparams import hyperparameters, session_start_summary
 from training.prompts import usable_prompt
+from training.run_writer import RunWriter
 from viz.attention_plot import attention_grid_figure
 from viz.attention_weights import prompt_attention
 from viz.fonts import text_font
 
-SAMPLE_TAG = "samples/fixed_prompt"
-ATTENTION_TAG = "attention/layer_{layer}"
-BEST_VAL_TAG = "val/best_loss"
 # The README's sampling settings: varied enough to read, likely enough to be sensible.
 SAMPLE_TEMPERATURE = 0.8
 SAMPLE_TOP_K = 40
@@ -101,10 +94,6 @@ class TensorBoardViews:
         """(T,) int64 token ids of a prompt already known to be in the vocabulary."""
         return torch.from_numpy(self.tokenizer.encode(prompt).astype(np.int64))
 
-    def log_hparams(self, writer: SummaryWriter) -> None:
-        """Write the run's hyperparameters (its resolved config) for the HPARAMS tab."""
-        writer.file_writer.add_summary(session_start_summary(hyperparameters(self.cfg.to_dict())))
-
     def sample(self, model: GPT) -> str:
         """train.sample_tokens characters after the sample prompt, with the run's seed.
 
@@ -147,18 +136,12 @@ class TensorBoardViews:
             images.append(figure_to_rgb(fig))
         return images
 
-    def log_evaluation(
-        self, writer: SummaryWriter, model: GPT, step: int, best_val_loss: float
-    ) -> None:
-        """Write the best validation loss so far, the fixed sample and the attention
-        heatmaps at ``step``, then flush. Restores the model's train/eval mode."""
-        writer.add_scalar(BEST_VAL_TAG, best_val_loss, step)
+    def log_evaluation(self, writer: RunWriter, model: GPT, step: int) -> None:
+        """Write the fixed sample and the attention heatmaps at ``step``, then flush.
+        Restores the model's train/eval mode."""
         if self.sample_prompt:
             text = self.sample(model)
-            writer.add_text(
-                SAMPLE_TAG, sample_markdown(self.sample_prompt, text, self.cfg.seed), step
-            )
+            writer.sample(step, sample_markdown(self.sample_prompt, text, self.cfg.seed))
         if self.attention_prompt:
-            for layer, image in enumerate(self.attention_images(model, step)):
-                writer.add_image(ATTENTION_TAG.format(layer=layer), image, step, dataformats="HWC")
+            writer.attention(step, self.attention_images(model, step))
         writer.flush()

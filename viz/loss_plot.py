@@ -2,14 +2,15 @@
 
 from matplotlib.figure import Figure
 
+from training.run_writer import TRAIN_EVAL_LOSS, TRAIN_LOSS, VAL_LOSS
 from viz.run_events import ScalarCurve
 
 # tag -> (legend label, line style); the per-step training loss is noisy, so it is
 # drawn thin and faint, the evaluations (whole splits) as lines with markers.
 LOSS_TAGS = {
-    "train/loss": ("training batches", {"linewidth": 0.8, "alpha": 0.5}),
-    "train/eval_loss": ("training sample (evaluation)", {"marker": "o", "markersize": 3}),
-    "val/loss": ("validation", {"marker": "o", "markersize": 3}),
+    TRAIN_LOSS: ("training batches", {"linewidth": 0.8, "alpha": 0.5}),
+    TRAIN_EVAL_LOSS: ("training sample (evaluation)", {"marker": "o", "markersize": 3}),
+    VAL_LOSS: ("validation", {"marker": "o", "markersize": 3}),
 }
 
 

@@ -1,0 +1,136 @@
+"""The run folder (``out_dir``): what a run leaves there, and the rules that keep two
+runs, or a new run and an old one, from spoiling each other's files.
+
+    ckpt.pt        latest training state (resume from it)
+    best.pt        weights with the lowest validation loss
+    config.yaml    the config as given
+    events.out.tfevents.*   TensorBoard events
+    .lock          held while a run writes here
+
+- A new run refuses a folder that holds an earlier run, unless asked to resume
+  (train.resume) or to replace it (train.overwrite, which deletes the earlier files
+  only once the new run's input has been checked).
+- One run at a time: an exclusive lock on ``.lock``, released when the process ends.
+- A start that fails on bad input leaves nothing behind: the folders and the lock it
+  created are removed again.
+"""
+
+from pathlib import Path
+
+from training.config import ConfigError
+
+CKPT_NAME = "ckpt.pt"  # latest state, for resuming
+BEST_NAME = "best.pt"  # weights with the lowest validation loss so far
+CONFIG_NAME = "config.yaml"
+LOCK_NAME = ".lock"
+
+
+def run_files(out_dir: Path) -> list[Path]:
+    """What a run leaves in its folder: checkpoints, config.yaml, TensorBoard events."""
+    names = (CKPT_NAME, BEST_NAME, CONFIG_NAME)
+    return [out_dir / n for n in names if (out_dir / n).exists()] + sorted(
+        out_dir.glob("events.out.tfevents*")
+    )
+
+
+class RunFolder:
+    """A run's claim on its ``out_dir``.
+
+    Construction checks the folder against the run's intent and, on the main process,
+    creates it and takes the lock; `release` gives it back.
+
+    Args:
+        out_dir: the run folder.
+        resume: continue the run whose checkpoint is there.
+        overwrite: replace an earlier run there (see `replace_earlier_run`).
+        lock: take the folder (False on the other ranks of a data-parallel run, which
+            write nothing).
+
+    Attributes:
+        resume_path: the checkpoint to resume from, or None for a new run.
+
+    Raises:
+        ConfigError: if a new run would overwrite an earlier run's files, a resume
+            finds no checkpoint, the folder cannot be created, or another run holds it.
+    """
+
+    def __init__(self, out_dir: Path, resume: bool, overwrite: bool, lock: bool = True):
+        self.out_dir = Path(out_dir)
+        self.overwrite = overwrite
+        self.resume_path = self._check(resume, overwrite)
+        # What this run made, removed again if it fails to start.
+        self._made_lock_file = False
+        self._made_folders: list[Path] = []  # innermost first, the order to remove them
+        self._lock = self._take_lock() if lock else None
+
+    def _check(self, resume: bool, overwrite: bool) -> Path | None:
+        ckpt_path = self.out_dir / CKPT_NAME
+        if resume:
+            if not ckpt_path.is_file():
+                raise ConfigError(
+                    f"train.resume=true but there is no checkpoint at {ckpt_path}; "
+                    "drop train.resume to start a new run there"
+                )
+            return ckpt_path
+        existing = run_files(self.out_dir)
+        if existing and not overwrite:
+            what = "a checkpoint" if ckpt_path.is_file() else "files of an earlier run"
+            raise ConfigError(
+                f"{self.out_dir} already holds {what} "
+                f"({', '.join(p.name for p in existing[:3])}). "
+                + ("Continue it with train.resume=true, " if ckpt_path.is_file() else "")
+                + "choose another out_dir=..., or replace it with train.overwrite=true"
+            )
+        return None
+
+    def _take_lock(self):
+        """Hold an exclusive lock on out_dir/.lock for this process's lifetime, so two
+        runs cannot write into one folder; the OS releases it when the process ends."""
+        missing = [p for p in (self.out_dir, *self.out_dir.parents) if not p.exists()]
+        lock_path = self.out_dir / LOCK_NAME
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._made_folders = missing
+            self._made_lock_file = not lock_path.exists()
+            lock = open(lock_path, "a", encoding="utf-8")  # noqa: SIM115 (held open)
+        except OSError as e:
+            raise ConfigError(
+                f"out_dir: cannot create or write {self.out_dir}: {e.strerror}"
+            ) from None
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks; the files check remains
+            return lock
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            self._made_lock_file, self._made_folders = False, []  # the other run's
+            raise ConfigError(
+                f"another training run is writing to {self.out_dir}; wait for it or "
+                "choose another out_dir=..."
+            ) from None
+        return lock
+
+    def replace_earlier_run(self) -> None:
+        """With train.overwrite on a new run, delete the earlier run's files (called
+        once the new run's input has been checked)."""
+        if self.overwrite and self.resume_path is None:
+            for old in run_files(self.out_dir):
+                old.unlink()
+
+    def release(self, started: bool = True) -> None:
+        """Let go of the lock. If the run never started (bad input), also remove the
+        lock file and the folders that this run created, so that it leaves nothing."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+        if not started:
+            if self._made_lock_file:
+                (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
+            for folder in self._made_folders:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break  # not empty: something else is in there now
+        self._made_lock_file, self._made_folders = False, []

@@ -1,0 +1,109 @@
+"""What a run writes to TensorBoard, and the one place where its tag names are spelled.
+
+    train/loss            every log_interval steps: the logged step's batch loss (nats/char)
+    train/lr              learning rate of that step
+    train/grad_norm       gradient norm before clipping
+    train/tokens_per_sec  training throughput since the previous log
+    val/loss, val/bpc     at each evaluation: validation loss (nats/char, bits/char)
+    train/eval_loss, train/eval_bpc   the same over a fixed sample of the training split
+    val/best_loss         lowest validation loss so far
+    samples/fixed_prompt  text: a fixed-seed sample (see `training.tensorboard_views`)
+    attention/layer_<l>   image: layer l's attention heatmaps, heads side by side
+
+and, once at the start, the run's hyperparameters for the HParams tab, with the
+metrics above declared in the order the table shows them (see `training.hparams`).
+The plotter (`viz.loss_plot`) and the tests import these names from here.
+"""
+
+from pathlib import Path
+
+import numpy as np
+from torch.utils.tensorboard import SummaryWriter
+
+from training.evaluate import nats_to_bits
+from training.hparams import hparams_summaries
+
+TRAIN_LOSS = "train/loss"
+TRAIN_LR = "train/lr"
+TRAIN_GRAD_NORM = "train/grad_norm"
+TRAIN_TOKENS_PER_SEC = "train/tokens_per_sec"
+TRAIN_EVAL_LOSS = "train/eval_loss"
+TRAIN_EVAL_BPC = "train/eval_bpc"
+VAL_LOSS = "val/loss"
+VAL_BPC = "val/bpc"
+VAL_BEST_LOSS = "val/best_loss"
+SAMPLE_TEXT = "samples/fixed_prompt"
+ATTENTION_IMAGE = "attention/layer_{layer}"
+
+# The HParams table's metric columns, in order, with their display names. TensorBoard
+# ticks the first five by default, so the validation metrics come first.
+HPARAMS_METRICS = {
+    VAL_LOSS: "val loss (nats/char)",
+    VAL_BPC: "val bits/char",
+    VAL_BEST_LOSS: "best val loss (nats/char)",
+    TRAIN_EVAL_LOSS: "train-sample loss (nats/char)",
+    TRAIN_LOSS: "last batch loss (nats/char)",
+    TRAIN_EVAL_BPC: "train-sample bits/char",
+    TRAIN_LR: "learning rate",
+    TRAIN_GRAD_NORM: "gradient norm",
+    TRAIN_TOKENS_PER_SEC: "tokens/s",
+}
+
+
+class RunWriter:
+    """A run's TensorBoard event writer (rank 0 only).
+
+    Args:
+        out_dir: the run folder; the event file goes there.
+        purge_step: on resume, the first step this run writes: events a stopped run
+            logged from that step on (after its checkpoint) are dropped. None for a
+            new run.
+    """
+
+    def __init__(self, out_dir: Path, purge_step: int | None = None):
+        self.writer = SummaryWriter(str(out_dir), purge_step=purge_step)
+
+    def hyperparameters(self, config: dict) -> None:
+        """The run's resolved config (``RunConfig.to_dict()``) for the HParams tab,
+        with HPARAMS_METRICS declared as its metrics."""
+        for summary in hparams_summaries(config, HPARAMS_METRICS):
+            self.writer.file_writer.add_summary(summary)
+
+    def training_step(
+        self, step: int, loss: float, lr: float, grad_norm: float, tokens_per_sec: float
+    ) -> None:
+        """The scalars of one logged step: loss in nats/char, gradient norm before
+        clipping, throughput in tokens per second."""
+        self.writer.add_scalar(TRAIN_LOSS, loss, step)
+        self.writer.add_scalar(TRAIN_LR, lr, step)
+        self.writer.add_scalar(TRAIN_GRAD_NORM, grad_norm, step)
+        self.writer.add_scalar(TRAIN_TOKENS_PER_SEC, tokens_per_sec, step)
+
+    def evaluation(self, step: int, val_loss: float, train_loss: float, best: float) -> None:
+        """An evaluation's losses, in nats/char (bits/char derived), and the best
+        validation loss so far; flushed, so TensorBoard shows them at once."""
+        self.writer.add_scalar(VAL_LOSS, val_loss, step)
+        self.writer.add_scalar(VAL_BPC, nats_to_bits(val_loss), step)
+        self.writer.add_scalar(TRAIN_EVAL_LOSS, train_loss, step)
+        self.writer.add_scalar(TRAIN_EVAL_BPC, nats_to_bits(train_loss), step)
+        self.writer.add_scalar(VAL_BEST_LOSS, best, step)
+        self.writer.flush()
+
+    def sample(self, step: int, markdown: str) -> None:
+        """The fixed-prompt sample, as TensorBoard markdown."""
+        self.writer.add_text(SAMPLE_TEXT, markdown, step)
+
+    def attention(self, step: int, images: list[np.ndarray]) -> None:
+        """One (H, W, 3) uint8 heatmap image per layer."""
+        for layer, image in enumerate(images):
+            self.writer.add_image(
+                ATTENTION_IMAGE.format(layer=layer), image, step, dataformats="HWC"
+            )
+
+    def flush(self) -> None:
+        """Write everything pending to the event file."""
+        self.writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the event file."""
+        self.writer.close()
