@@ -12,6 +12,7 @@ import sys
 
 from data import CorpusError
 from training import CheckpointError, ConfigError, load_config, train
+from training.console import plain_warnings
 from training.loop import NonFiniteLossError
 
 
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="YAML recipe, e.g. configs/shakespeare_char_cpu.yaml")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value")
     args = parser.parse_args(argv)
+    plain_warnings()
     try:
         cfg = load_config(args.config, args.overrides)
         result = train(cfg)

@@ -170,8 +170,10 @@ class GPT(nn.Module):
             logits = cap * torch.tanh(logits / cap)
         loss = None
         if targets is not None:
+            # At least float32 (bf16 logits under autocast lose too much in the sum).
+            wide = logits.to(torch.promote_types(logits.dtype, torch.float32))
             loss = F.cross_entropy(
-                logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1
+                wide.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1
             )
         if return_attention:
             return logits, loss, attention_weights

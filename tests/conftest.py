@@ -1,5 +1,8 @@
 """Shared fixtures: the real Tiny Shakespeare corpus and tiny run configs."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,21 @@ def read_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
     acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
     acc.Reload()
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+TIMEOUT_S = 180  # for each launched process: a hung collective must fail, not stall CI
+
+
+def torchrun(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    """Run a script under torchrun with 2 CPU processes (gloo), one thread each."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        cmd + [str(a) for a in args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=TIMEOUT_S,
+    )

@@ -1,8 +1,13 @@
 """Run by tests/test_distributed.py under torchrun: one training step on each rank.
 
-    torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py OUT CORPUS [fail-on-rank-1]
+    torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py OUT CORPUS [fail]
+    torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py OUT CORPUS accumulate
 
-Each rank saves the batch it drew and its weights after the step to OUT/rank{r}.pt.
+Each rank saves the batch it drew and its weights after the step to OUT/rank{r}.pt;
+"fail" makes rank 1 fail first. "accumulate" runs one float64 step of 4 micro-batches
+of one window per rank on the windows in OUT/windows.pt (rank r takes windows 4r..4r+3)
+and saves its loss, gradient norm and weights to OUT/accumulated{r}.pt
+(see tests/test_accumulation.py).
 """
 
 import sys
@@ -53,5 +58,23 @@ def main(out: Path, corpus: Path, fail_on_rank_1: bool) -> None:
     shutdown_distributed()
 
 
+def accumulate(out: Path, corpus: Path) -> None:
+    from test_accumulation import float64_trainer, step_on
+
+    torch.set_default_dtype(torch.float64)
+    windows = torch.load(out / "windows.pt", weights_only=True)
+    trainer = float64_trainer(out, corpus, accumulation=4, batch=1)
+    rank = trainer.dist.rank
+    x, y = windows["x"][4 * rank : 4 * rank + 4], windows["y"][4 * rank : 4 * rank + 4]
+    torch.save(step_on(trainer, x, y, batch=1), out / f"accumulated{rank}.pt")
+    trainer.close()
+    del trainer
+    shutdown_distributed()
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]), len(sys.argv) > 3)
+    mode = sys.argv[3] if len(sys.argv) > 3 else ""
+    if mode == "accumulate":
+        accumulate(Path(sys.argv[1]), Path(sys.argv[2]))
+    else:
+        main(Path(sys.argv[1]), Path(sys.argv[2]), mode == "fail")

@@ -1,32 +1,15 @@
 """Data-parallel training on CPU with 2 processes (gloo), launched through torchrun."""
 
-import os
 import subprocess
 import sys
 
 import torch
 
-from conftest import ROOT, tiny_overrides
+from conftest import ROOT, TIMEOUT_S, tiny_overrides, torchrun
 from model import GPT, GPTConfig
 from training import load_checkpoint
 from training.config import TrainConfig
 from training.optim import build_optimizer
-
-TIMEOUT_S = 180
-
-
-def torchrun(*args, cwd=ROOT):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        cmd + [str(a) for a in args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=TIMEOUT_S,
-    )
 
 
 def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):

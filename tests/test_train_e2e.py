@@ -139,3 +139,30 @@ def test_korean_corpus_trains_and_samples(tmp_path, korean_path):
     r = run_sample(result.out_dir, "--prompt", "새가 하늘을", "--max-new-tokens", "20")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("새가 하늘을")
+
+
+def test_log_file_output_is_plain_lines(tmp_path, korean_path):
+    """Output that is not a terminal (``> log 2>&1``): no carriage returns, no blank
+    lines, a progress line, where the corpus came from, warnings on one line each."""
+    overrides = tiny_overrides(tmp_path, korean_path, **{"train.max_iters": 4})
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *overrides],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        encoding="utf-8",
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout
+    log = r.stdout
+    assert "\r" not in log
+    lines = log.splitlines()
+    assert all(line.strip() for line in lines), lines  # no blank or padded lines
+    assert lines[0].startswith(f"corpus: {korean_path} (")
+    assert "normalization nfc" in lines[0] and "distinct" in lines[0]
+    # Korean text lacks the default prompts' letters: each fallback is one plain line.
+    warnings = [line for line in lines if line.startswith("warning: ")]
+    assert len(warnings) == 2 and all("train." in w for w in warnings)
+    assert ".py:" not in log  # no source file path, no source line
+    assert any(line.startswith("step 1/4 (25%) | loss ") for line in lines), lines
+    assert any(line.startswith("step 3: train ") for line in lines)

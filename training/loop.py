@@ -19,7 +19,6 @@ import torch
 import yaml
 from torch.distributed import ReduceOp
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from data import BatchSampler, evaluation_windows, prepare_corpus
 from model import GPT, GPTConfig
@@ -31,6 +30,7 @@ from training.checkpoint import (
     strip_compiled_prefix,
 )
 from training.config import ConfigError, RunConfig, flatten
+from training.console import Console
 from training.device import autocast_context
 from training.distributed import (
     all_reduce,
@@ -176,9 +176,11 @@ class Trainer:
         seed_everything(cfg.seed)
 
         d, tc = cfg.data, cfg.train
+        self.console = Console(enabled=self.dist.is_main)
         self.corpus = prepare_corpus(
             d.path, d.val_fraction, d.cache_dir, d.decode_errors, d.normalization
         )
+        self.say(self.corpus.origin)
         self.corpus.check_fits(cfg.model.block_size)
         vocab_size = self.corpus.tokenizer.vocab_size
         if cfg.model.vocab_size not in (0, vocab_size):
@@ -246,7 +248,6 @@ class Trainer:
             tc.batch_size * tc.gradient_accumulation_steps * cfg.model.block_size * world
         )
         self.writer = None
-        self._quiet = False
         if resume_path is None:
             self.changed_on_resume = []
         self.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
@@ -372,13 +373,8 @@ class Trainer:
         restore_rng_state(state, self.device)
 
     def say(self, message: str) -> None:
-        """Print a line above the progress bar (rank 0 only). If stdout is closed
-        (``| head``), further lines are dropped; training carries on."""
-        if self.dist.is_main and not self._quiet:
-            try:
-                tqdm.write(message)
-            except (BrokenPipeError, OSError):
-                self._quiet = True
+        """Print a line for the person running this (rank 0 only; see `Console`)."""
+        self.console.say(message)
 
     def close(self, started: bool = True) -> None:
         """Release the run folder (its lock is also released when the process ends;
@@ -511,15 +507,10 @@ class Trainer:
             f"{tc.gradient_accumulation_steps} accumulation x {world} ranks = "
             f"{self.tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> {self.out_dir}"
         )
+        if tc.compile:
+            self.say("compiling the model (torch.compile): the first step takes a while")
         self.started = time.perf_counter()
         last_log_time, last_log_step = self.started, start
-        progress = tqdm(
-            total=tc.max_iters,
-            initial=start,
-            unit="step",
-            dynamic_ncols=True,
-            disable=not self.dist.is_main,
-        )
         self.model.train()
         try:
             with StopRequest() as stop:
@@ -530,13 +521,16 @@ class Trainer:
                         break
                     loss_sum, grad_norm, lr = self.train_step(step)
                     result.iter_num = step + 1
-                    progress.update(1)
+                    if step == start:  # compiling and warm-up stay out of the bar's estimate
+                        self.console.start(step, tc.max_iters)
+                    fields = None
                     if result.iter_num % tc.log_interval == 0:
                         now = time.perf_counter()
                         steps = result.iter_num - last_log_step
                         rate = self.tokens_per_iter * steps / (now - last_log_time)
-                        progress.set_postfix(self.log_step(loss_sum, grad_norm, lr, rate))
+                        fields = self.log_step(loss_sum, grad_norm, lr, rate)
                         last_log_time, last_log_step = now, result.iter_num
+                    self.console.step(result.iter_num, fields)
                     if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
                         self.evaluate_and_save()
                         # Keep evaluation time out of the next tokens/s figure.
@@ -550,7 +544,7 @@ class Trainer:
                         "train.resume=true"
                     )
         finally:
-            progress.close()
+            self.console.close()
             if self.writer is not None:
                 self.writer.close()
             self.close()

@@ -1,0 +1,104 @@
+"""What a training run prints: lines for a person, and its progress.
+
+On a terminal the progress is a tqdm bar with the latest loss, and lines print above
+it. When the output goes to a file (``python train.py ... > log 2>&1``, nohup, a job
+scheduler), a bar's carriage-return updates would make a few huge unreadable lines,
+so there is no bar: a plain progress line is printed at a log interval, at most
+every ``plain_every`` seconds, and every line ends with a newline.
+"""
+
+import sys
+import time
+import warnings
+
+from tqdm import tqdm
+
+
+def plain_warnings() -> None:
+    """Show Python warnings (a prompt replaced, a font missing) as one plain line,
+    ``warning: ...``, instead of a source file path and the source line."""
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
+
+
+def _duration(seconds: float) -> str:
+    """3725 -> '1h02m05s', 65 -> '1m05s', 7 -> '7s'."""
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+class Console:
+    """A run's output on one process (rank 0 prints; other ranks are silent).
+
+    Args:
+        enabled: False on ranks other than 0.
+        interactive: draw a progress bar; default: whether stderr (where the bar
+            goes) is a terminal.
+        plain_every: without a bar, the least number of seconds between two
+            progress lines.
+    """
+
+    def __init__(self, enabled: bool, interactive: bool | None = None, plain_every: float = 10.0):
+        self.enabled = enabled
+        self.interactive = sys.stderr.isatty() if interactive is None else interactive
+        self.plain_every = plain_every
+        self.bar = None
+        self.total = 0
+        self._quiet = False  # stdout was closed: say nothing more
+        self._started = self._last_line = 0.0
+        self._last_step = 0
+
+    def say(self, message: str) -> None:
+        """Print a line (above the bar, if there is one). If stdout is closed
+        (``| head``), further lines are dropped and training carries on."""
+        if not self.enabled or self._quiet:
+            return
+        try:
+            if self.bar is not None:
+                self.bar.write(message, file=sys.stdout)
+            else:
+                print(message, flush=True)
+        except (BrokenPipeError, OSError):
+            self._quiet = True
+
+    def start(self, step: int, total: int) -> None:
+        """Begin showing progress from ``step`` (steps already done) towards ``total``.
+        Called after the run's first step, so that compiling and warming up do not
+        enter the bar's estimate of the time left."""
+        self.total = total
+        self._started = self._last_line = time.perf_counter()
+        self._last_step = step
+        if self.enabled and self.interactive:
+            self.bar = tqdm(total=total, initial=step, unit="step", dynamic_ncols=True)
+
+    def step(self, step: int, fields: dict[str, str] | None = None) -> None:
+        """Record that ``step`` steps are done; ``fields`` (loss, lr, tok/s as text)
+        come at log intervals and are shown on the bar or in a plain line."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(step - self.bar.n)
+            if fields:
+                self.bar.set_postfix(fields, refresh=False)
+            return
+        now = time.perf_counter()
+        first = self._last_line == self._started  # show the pace early, then now and then
+        if fields is None or (not first and now - self._last_line < self.plain_every):
+            return
+        rate = (step - self._last_step) / max(now - self._last_line, 1e-9)  # steps/s
+        eta = _duration((self.total - step) / rate) if rate > 0 else "?"
+        shown = " | ".join(f"{key} {value}" for key, value in fields.items())
+        self.say(
+            f"step {step}/{self.total} ({100 * step / self.total:.0f}%) | {shown} | "
+            f"{_duration(now - self._started)} elapsed, {eta} left"
+        )
+        self._last_line, self._last_step = now, step
+
+    def close(self) -> None:
+        """Close the bar (if any)."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
