@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
+from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from data import CorpusError
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.checkpoint import add_checkpoint_arguments, resolve_checkpoint_path
 from training.config import ConfigError
 from training.device import resolve_device
 from viz.attention_plot import attention_grid_figure

@@ -11,65 +11,26 @@ are generated together as one batch and printed when all are done.
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
 import torch
 
+from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
+from cli.stop_sequences import StopSequences, unescape
 from data import CorpusError
 from data.corpus import normalize_newlines
-from model.generation import (
+from model.sampling import (
+    SamplingArgumentError,
     SamplingError,
-    StopSequences,
     make_generator,
     validate_sampling_args,
 )
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.checkpoint import add_checkpoint_arguments, resolve_checkpoint_path
 from training.config import ConfigError
 from training.device import resolve_device
 
 SEPARATOR = "\n" + "-" * 40
-
-# Backslash escapes understood in --stop, as in Python string literals. Decoding them
-# with codecs' "unicode_escape" would misread non-ASCII text (it takes the str as
-# Latin-1 bytes), so "하늘\n" is decoded here, one escape at a time.
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[\\nrt0abfv'\"])")
-_SIMPLE_ESCAPES = {
-    "\\": "\\",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "0": "\0",
-    "a": "\a",
-    "b": "\b",
-    "f": "\f",
-    "v": "\v",
-    "'": "'",
-    '"': '"',
-}
-
-
-def unescape(text: str) -> str:
-    """Replace backslash escapes (\\n, \\t, \\r, \\\\, \\xHH, \\uHHHH, \\UHHHHHHHH, ...) by the
-    characters they stand for; any other character, non-ASCII included, is kept as is,
-    and so is an unknown escape such as \\q.
-
-    Raises:
-        ValueError: for a \\U escape beyond U+10FFFF.
-    """
-
-    def replace(match: re.Match) -> str:
-        code = match.group(1)
-        if len(code) > 1:  # \x, \u or \U followed by hexadecimal digits
-            value = int(code[1:], 16)
-            if value > sys.maxunicode:
-                raise ValueError(f"escape \\{code} is beyond U+{sys.maxunicode:X}")
-            return chr(value)
-        return _SIMPLE_ESCAPES[code]
-
-    return _ESCAPE.sub(replace, text)
 
 
 def default_start_character(chars: list[str]) -> str:
@@ -150,12 +111,13 @@ def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
     Raises:
         ValueError: naming the flag, for any bad value.
     """
-    validate_sampling_args(
-        args.max_new_tokens, args.temperature, args.top_k, args.top_p, flag_names=True
-    )
+    try:
+        validate_sampling_args(args.max_new_tokens, args.temperature, args.top_k, args.top_p)
+        make_generator(args.seed)  # checks the seed's range
+    except SamplingArgumentError as e:  # named as the flag the user typed
+        raise ValueError(f"--{e.argument.replace('_', '-')} {e.requirement}") from None
     if args.num_samples < 1:
         raise ValueError(f"--num-samples must be >= 1, got {args.num_samples}")
-    make_generator(args.seed, flag_names=True)  # checks the seed's range
     if args.stream and args.num_samples > 1:
         raise ValueError(
             "--stream prints one sample as it is generated: use --num-samples 1, "

@@ -12,6 +12,7 @@ import sys
 
 from data import CorpusError
 from training import CheckpointError, ConfigError, load_config, train
+from training.config import config_reference
 from training.console import plain_warnings
 from training.loop import NonFiniteLossError
 
@@ -24,7 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", help="YAML recipe, e.g. configs/shakespeare_char_cpu.yaml")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value")
+    parser.add_argument(
+        "--help-config",
+        action="store_true",
+        help="print every config key with its default and meaning, and exit",
+    )
     args = parser.parse_args(argv)
+    if args.help_config:
+        print(config_reference())
+        return 0
     plain_warnings()
     try:
         cfg = load_config(args.config, args.overrides)

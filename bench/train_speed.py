@@ -33,10 +33,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from data.corpus import DEFAULT_CORPUS_PATH, ensure_default_corpus  # noqa: E402
 from training.config import load_config  # noqa: E402
 from training.loop import Trainer  # noqa: E402
 
-SHARED_CORPUS = ROOT.parent / "shared/data/tinyshakespeare/input.txt"
+CORPUS = ROOT / DEFAULT_CORPUS_PATH  # fetched on first use
 SHAPES = {
     # nanoGPT's published CPU recipe (README of karpathy/nanoGPT).
     "nanogpt-cpu": (
@@ -92,7 +93,7 @@ def run_case(name: str, config: Path | None, overrides: list[str], iters: int, w
                 f"data.cache_dir={tmp}/cache",
                 f"train.max_iters={iters + warmup}",
             ]
-            + ([f"data.path={SHARED_CORPUS}"] if SHARED_CORPUS.is_file() else []),
+            + [f"data.path={CORPUS}"],
         )
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         trainer = Trainer(cfg)
@@ -141,6 +142,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=50, help="timed steps per case")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     args = parser.parse_args()
+    ensure_default_corpus(CORPUS)  # once, before the cases' processes start
     cases = [
         (s, *SHAPES[s])
         for s in (args.shape or ([] if args.config else ["nanogpt-cpu", "cpu-recipe"]))

@@ -57,12 +57,20 @@ class Corpus:
     sha256: str
     origin: str = ""
 
-    def check_fits(self, block_size: int) -> None:
-        """Ensure each split holds at least one window of block_size + 1 tokens.
+    def check_fits(self, block_size: int, vocab_size: int = 0) -> None:
+        """Ensure each split holds at least one window of block_size + 1 tokens, and
+        that a vocab_size given by hand (0: from the corpus) is the corpus's.
 
         Raises:
-            CorpusError: giving both split sizes, block_size and the fixes.
+            CorpusError: giving both split sizes, block_size and the fixes; or both
+                vocabulary sizes.
         """
+        if vocab_size not in (0, self.tokenizer.vocab_size):
+            raise CorpusError(
+                f"model.vocab_size is {vocab_size} but {self.path} has "
+                f"{self.tokenizer.vocab_size} distinct characters; leave model.vocab_size "
+                "at 0 (it is set from the corpus)"
+            )
         sizes = {"training": len(self.train_ids), "validation": len(self.val_ids)}
         too_short = [name for name, n in sizes.items() if n < block_size + 1]
         if too_short:
@@ -148,6 +156,19 @@ def fetch_default_corpus(path: Path) -> str:
     )
 
 
+def ensure_default_corpus(path: Path) -> str | None:
+    """Fetch Tiny Shakespeare to ``path`` (the default corpus's place, relative to some
+    checkout) if it is not there yet.
+
+    Returns:
+        Where it came from (see `fetch_default_corpus`), or None if it was there.
+
+    Raises:
+        CorpusError: if it is missing and cannot be fetched.
+    """
+    return None if path.is_file() else fetch_default_corpus(path)
+
+
 def prepare_corpus(
     path: str | Path = DEFAULT_CORPUS_PATH,
     val_fraction: float = 0.1,
@@ -180,11 +201,10 @@ def prepare_corpus(
         raise CorpusError(
             f"data.path: {path} is a folder; give the path of a UTF-8 text file in it"
         )
-    if not path.is_file():
-        if path == Path(DEFAULT_CORPUS_PATH):
-            fetched_from = fetch_default_corpus(path)
-        else:
-            raise CorpusError(f"data.path: no such file: {path}")
+    if path == Path(DEFAULT_CORPUS_PATH):
+        fetched_from = ensure_default_corpus(path)
+    elif not path.is_file():
+        raise CorpusError(f"data.path: no such file: {path}")
     try:
         raw = path.read_bytes()
     except OSError as e:

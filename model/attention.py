@@ -102,12 +102,17 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def split_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Project (B, T, C) activations to q, k, v, each (B, n_head, T, d_k)."""
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Project (B, T, C) activations to queries, keys and values and split them
+        into heads: (q, k, v), each (B, n_head, T, d_k)."""
         B, T, C = x.shape
         q, k, v = self.qkv_proj(x).split(self.n_embd, dim=2)
         shape = (B, T, self.n_head, C // self.n_head)
-        return (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        return (
+            q.view(shape).transpose(1, 2),
+            k.view(shape).transpose(1, 2),
+            v.view(shape).transpose(1, 2),
+        )
 
     def forward(
         self,
@@ -136,7 +141,7 @@ class CausalSelfAttention(nn.Module):
                 positions do not fit in the cache.
         """
         B, T, C = x.shape
-        q, k, v = self.split_heads(x)
+        q, k, v = self.project_qkv(x)
         if self.qk_norm:  # unit RMS per head: bounded attention logits
             q = F.rms_norm(q, (q.size(-1),))
             k = F.rms_norm(k, (k.size(-1),))

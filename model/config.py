@@ -1,53 +1,78 @@
 """The shape of the network: `GPTConfig`, the `model:` section of a run config."""
 
-from dataclasses import dataclass
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Literal
+
+# The architecture choices; the run config's validator reads the allowed values from
+# these types, so each is spelled here only.
+Position = Literal["learned", "rope"]
+Norm = Literal["layernorm", "rmsnorm"]
+Activation = Literal["gelu", "relu2"]
+
+
+def setting(default, doc: str):
+    """A config field with its meaning beside it: ``field(default=..., metadata={"doc"})``.
+    The README's configuration table is generated from these (`training.config`)."""
+    return field(default=default, metadata={"doc": doc})
 
 
 @dataclass
 class GPTConfig:
-    """Hyperparameters that fix the GPT's architecture.
-
-    Attributes:
-        vocab_size: number of distinct tokens (characters). Set from the corpus's
-            tokenizer, never by hand: 0 means "not known yet".
-        block_size: longest context in tokens; size of the position table.
-        n_layer: number of transformer blocks.
-        n_head: attention heads per block; must divide ``n_embd``.
-        n_embd: width C of the residual stream (channels per token).
-        dropout: dropout probability in [0, 1) used during training only.
-        bias: whether Linear and LayerNorm layers carry a bias (GPT-2 does).
-        position: "learned" absolute position embeddings (GPT-2) or "rope"
-            (rotary embeddings of q and k, Su et al. 2021).
-        rope_base: RoPE's frequency base (theta).
-        norm: "layernorm" (GPT-2) or "rmsnorm" (Zhang & Sennrich 2019).
-        qk_norm: RMS-normalise each head's queries and keys before their dot
-            product (Dehghani et al. 2023), which keeps attention logits bounded.
-        activation: MLP non-linearity, "gelu" (GPT-2) or "relu2" (ReLU squared,
-            So et al. 2021, "Primer").
-        tie_embeddings: share the token embedding with the LM head (GPT-2).
-        logit_softcap: if > 0, logits = softcap * tanh(logits / softcap) (Gemma 2).
-        zero_init_proj: start the residual output projections at zero, so each
-            block starts as the identity (modded-nanogpt).
+    """Hyperparameters that fix the GPT's architecture (the run config's `model:`
+    section); each field's meaning is beside it.
 
     The defaults are GPT-2's architecture, the reference learners compare with;
     the modern options are switched on in the recipes that measured them better.
+
+    Raises:
+        ValueError: for a choice (position, norm, activation) outside its values.
     """
 
-    vocab_size: int = 0
-    block_size: int = 64
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    dropout: float = 0.0
-    bias: bool = True
-    position: str = "learned"
-    rope_base: float = 10000.0
-    norm: str = "layernorm"
-    qk_norm: bool = False
-    activation: str = "gelu"
-    tie_embeddings: bool = True
-    logit_softcap: float = 0.0
-    zero_init_proj: bool = False
+    vocab_size: int = setting(
+        0, "distinct characters; set from the corpus, never by hand (0: not known yet)"
+    )
+    block_size: int = setting(64, "context length in characters; size of the position table")
+    n_layer: int = setting(4, "transformer blocks")
+    n_head: int = setting(4, "attention heads per block; must divide n_embd")
+    n_embd: int = setting(128, "width of the residual stream (channels per character)")
+    dropout: float = setting(0.0, "dropout probability in [0, 1), during training only")
+    bias: bool = setting(True, "biases in Linear and LayerNorm layers (GPT-2 has them)")
+    position: Position = setting(
+        "learned",
+        "`learned` absolute position embeddings (GPT-2), or `rope`: rotary embeddings of "
+        "queries and keys (Su et al. 2021)",
+    )
+    rope_base: float = setting(10000.0, "RoPE frequency base (theta)")
+    norm: Norm = setting("layernorm", "`layernorm` (GPT-2) or `rmsnorm` (Zhang & Sennrich 2019)")
+    qk_norm: bool = setting(
+        False,
+        "RMS-normalise each head's queries and keys before their dot product, which keeps "
+        "attention logits bounded (Dehghani et al. 2023)",
+    )
+    activation: Activation = setting(
+        "gelu", "MLP non-linearity: `gelu` (GPT-2) or `relu2`, ReLU squared (So et al. 2021)"
+    )
+    tie_embeddings: bool = setting(True, "the LM head shares the token embedding (GPT-2)")
+    logit_softcap: float = setting(
+        0.0, "if > 0, logits = cap * tanh(logits / cap) (Gemma 2); 0 is off"
+    )
+    zero_init_proj: bool = setting(
+        False,
+        "residual output projections start at zero, so each block starts as the identity "
+        "(modded-nanogpt)",
+    )
+
+    def __post_init__(self):
+        hints = typing.get_type_hints(GPTConfig)
+        for f in dataclasses.fields(self):
+            allowed = typing.get_args(hints[f.name])
+            if typing.get_origin(hints[f.name]) is Literal and getattr(self, f.name) not in allowed:
+                raise ValueError(
+                    f"model.{f.name} must be one of {', '.join(allowed)}, "
+                    f"got {getattr(self, f.name)!r}"
+                )
 
     @property
     def head_size(self) -> int:

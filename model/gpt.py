@@ -10,21 +10,18 @@ shares its weight matrix with the token embedding (weight tying, Press & Wolf 20
 `GPTConfig` switches on the modern options (RoPE, RMSNorm, QK-norm, ReLU², untied
 head, logit soft-capping, zero-initialised projections).
 
-Generation (`GPT.generate`, `GPT.generate_stream`) runs the prompt through the model
-once (prefill) and then one new token per step, reusing the keys and values of earlier
-positions from a `KVCache`.
+Generation (`GPT.generate`, `GPT.generate_stream`) lives in `model.generation`.
 """
 
 import math
-from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from model import generation
 from model.block import Block
 from model.config import GPTConfig
-from model.generation import next_token, sliding_window_keep, validate_sampling_args
 from model.kv_cache import KVCache
 from model.norm import make_norm
 
@@ -47,8 +44,6 @@ class GPT(nn.Module):
             raise ValueError("GPTConfig.vocab_size must be set from the tokenizer (> 0)")
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.n_embd)
-        if config.position not in ("learned", "rope"):
-            raise ValueError(f"model.position must be learned or rope, got {config.position!r}")
         # With RoPE, positions enter through the rotation of q and k instead.
         self.position_embedding = (
             nn.Embedding(config.block_size, config.n_embd) if config.position == "learned" else None
@@ -179,162 +174,7 @@ class GPT(nn.Module):
             return logits, loss, attention_weights
         return logits, loss
 
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        *,
-        generator: torch.Generator | None = None,
-        use_cache: bool = True,
-    ) -> torch.Tensor:
-        """Extend each sequence by sampling one token at a time (autoregressively).
-
-        Any number of tokens can be generated; see `generate_stream` for how the
-        context is kept within block_size. Switch the model to eval mode first (no
-        dropout).
-
-        Args:
-            idx: (B, T) int64 prompt token ids, B >= 1, T >= 1.
-            max_new_tokens: number of tokens to add (>= 0).
-            temperature: > 0 scales the logits; 0 means greedy decoding.
-            top_k: sample only among the k most likely tokens (clamped to vocab_size).
-            top_p: nucleus sampling threshold in (0, 1] (Holtzman et al. 2020).
-            generator: torch RNG on the model's device, for reproducible samples.
-            use_cache: decode with a KV cache (fast); False re-runs the whole context
-                for every token (the reference path).
-
-        Returns:
-            (B, T + max_new_tokens) int64 token ids, starting with the prompt.
-
-        Raises:
-            ValueError: naming the argument, before any model work, for a bad
-                max_new_tokens, temperature, top_k, top_p or generator, or an empty
-                prompt.
-        """
-        steps = list(
-            self.generate_stream(
-                idx,
-                max_new_tokens,
-                temperature,
-                top_k,
-                top_p,
-                generator=generator,
-                use_cache=use_cache,
-            )
-        )
-        return torch.cat([idx, *steps], dim=1)
-
-    def generate_stream(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        *,
-        generator: torch.Generator | None = None,
-        use_cache: bool = True,
-    ) -> Iterator[torch.Tensor]:
-        """Like `generate`, but yield the new tokens one step at a time (for streaming).
-
-        The arguments are checked when this is called, before any model work; the
-        model runs as the iterator is consumed, and stopping early costs nothing more.
-
-        With the cache, the prompt (its last block_size tokens) is run once (prefill),
-        then one token per step. Past block_size, a sliding window: when the cache is
-        full, the last 3/4 of block_size tokens (`sliding_window_keep`) are run through
-        the model again into an emptied cache, and decoding continues from there. So
-        once the context has reached block_size, every prediction sees between 3/4 and
-        all of block_size tokens.
-        While the sequence fits in block_size (prompt + new tokens <= block_size + 1),
-        the tokens are exactly those of ``use_cache=False`` with the same generator;
-        past it, that reference path always sees the last block_size tokens instead.
-
-        Args:
-            idx: (B, T) int64 prompt token ids, B >= 1, T >= 1.
-            max_new_tokens, temperature, top_k, top_p, generator, use_cache: as in
-                `generate`.
-
-        Returns:
-            An iterator of max_new_tokens (B, 1) int64 tensors, the new token of each
-            sequence at each step.
-
-        Raises:
-            ValueError: as `generate`, at call time.
-        """
-        validate_sampling_args(max_new_tokens, temperature, top_k, top_p)
-        if idx.dim() != 2 or idx.size(0) == 0 or idx.size(1) == 0:
-            raise ValueError(
-                f"the prompt idx must be (B, T) token ids with B >= 1 and T >= 1 (at least "
-                f"one token), got shape {tuple(idx.shape)}"
-            )
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise ValueError(f"generator must be a torch.Generator, got {type(generator)}")
-        decode = self._decode_cached if use_cache else self._decode_uncached
-        steps = decode(idx, max_new_tokens, temperature, top_k, top_p, generator)
-        # The decoding runs in inference mode; cloning outside it hands the caller
-        # ordinary tensors (inference tensors refuse in-place edits and autograd).
-        return (step.clone() for step in steps)
-
-    @torch.inference_mode()
-    def _decode_uncached(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float,
-        top_k: int | None,
-        top_p: float | None,
-        generator: torch.Generator | None,
-    ) -> Iterator[torch.Tensor]:
-        """Reference decoder: every step runs the last block_size tokens in full.
-        Yields (B, 1) token ids."""
-        for _ in range(max_new_tokens):
-            logits, _ = self(idx[:, -self.config.block_size :])
-            token = next_token(
-                logits[:, -1, :], temperature, top_k, top_p=top_p, generator=generator
-            )
-            yield token
-            idx = torch.cat([idx, token], dim=1)
-
-    @torch.inference_mode()
-    def _decode_cached(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float,
-        top_k: int | None,
-        top_p: float | None,
-        generator: torch.Generator | None,
-    ) -> Iterator[torch.Tensor]:
-        """KV-cached decoder with the sliding window of `generate_stream`.
-        Yields (B, 1) token ids."""
-        if max_new_tokens == 0:
-            return
-        block_size = self.config.block_size
-        keep = sliding_window_keep(block_size)
-        cache = KVCache.for_model(self, idx.size(0))
-        # window[:, :cache.length] are the tokens whose keys and values the cache holds,
-        # kept so that a slide can prefill the last `keep` of them again.
-        window = idx.new_empty(idx.size(0), block_size)
-        context = idx[:, -block_size:]
-        window[:, : context.size(1)] = context
-        logits, _ = self(context, cache=cache)
-        for step in range(max_new_tokens):
-            token = next_token(
-                logits[:, -1, :], temperature, top_k, top_p=top_p, generator=generator
-            )
-            yield token
-            if step == max_new_tokens - 1:
-                return  # no forward pass for a token nobody will sample after
-            if cache.length < block_size:
-                window[:, cache.length] = token[:, 0]
-                logits, _ = self(token, cache=cache)
-            else:
-                # Full: keep the last `keep` tokens (the new one included) and prefill.
-                window[:, : keep - 1] = window[:, block_size - keep + 1 :].clone()
-                window[:, keep - 1] = token[:, 0]
-                cache.reset()
-                logits, _ = self(window[:, :keep], cache=cache)
+    # Decoding lives in model.generation; as methods, `model.generate(idx, ...)` is
+    # generation.generate(model, idx, ...).
+    generate = generation.generate
+    generate_stream = generation.generate_stream

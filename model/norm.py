@@ -4,8 +4,6 @@ from torch import nn
 
 from model.config import GPTConfig
 
-NORMS = ("layernorm", "rmsnorm")
-
 
 def make_norm(config: GPTConfig) -> nn.Module:
     """A norm over the last dimension (n_embd) of (B, T, C) activations.
@@ -13,12 +11,8 @@ def make_norm(config: GPTConfig) -> nn.Module:
     "layernorm": subtract the mean, divide by the standard deviation, then a gain
     (and a bias if config.bias) (Ba et al. 2016). "rmsnorm": divide by the root mean
     square, then a gain; cheaper and as good in practice (Zhang & Sennrich 2019).
-
-    Raises:
-        ValueError: for an unknown config.norm.
+    (GPTConfig has checked config.norm.)
     """
-    if config.norm == "layernorm":
-        return nn.LayerNorm(config.n_embd, bias=config.bias)
     if config.norm == "rmsnorm":
         return nn.RMSNorm(config.n_embd)
-    raise ValueError(f"model.norm must be one of {', '.join(NORMS)}, got {config.norm!r}")
+    return nn.LayerNorm(config.n_embd, bias=config.bias)

@@ -6,25 +6,58 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parent.parent
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
 KOREAN = ROOT.parent / "shared" / "data" / "korean" / "input.txt"
+
+
+def shakespeare() -> Path:
+    """Tiny Shakespeare through the project's own fetch (the offline copy beside the
+    checkout, or the checksum-verified download) into data/tinyshakespeare/; skips the
+    test, with the reason, only when neither is reachable."""
+    from data import CorpusError
+    from data.corpus import DEFAULT_CORPUS_PATH, ensure_default_corpus
+
+    path = ROOT / DEFAULT_CORPUS_PATH
+    try:
+        ensure_default_corpus(path)
+    except CorpusError as e:
+        pytest.skip(f"Tiny Shakespeare is not reachable: {e}")
+    return path
+
+
+def made_korean_text(n_chars: int = 120_000, seed: int = 0) -> str:
+    """Korean-looking text (words of random Hangul syllables, lines, punctuation) with
+    over 1,500 distinct characters, including every syllable of "새가 하늘을 날았다"."""
+    import random
+
+    rng = random.Random(seed)
+    syllables = [chr(c) for c in range(0xAC00, 0xD7A4, 7)]  # 1,596 of the 11,172
+    words = ["새가", "하늘을", "날았다", "바다", "사람"]
+    out = []
+    while sum(map(len, out)) < n_chars:
+        word = rng.choice(words) if rng.random() < 0.2 else ""
+        word = word or "".join(rng.choices(syllables, k=rng.randint(1, 4)))
+        out.append(word + rng.choice([" ", " ", " ", ". ", "\n"]))
+    return "".join(out)[:n_chars]
 
 
 @pytest.fixture
 def shakespeare_path() -> Path:
-    if not SHAKESPEARE.is_file():
-        pytest.skip(f"real corpus not found at {SHAKESPEARE}")
-    return SHAKESPEARE
+    return shakespeare()
 
 
-@pytest.fixture
-def korean_path() -> Path:
-    if not KOREAN.is_file():
-        pytest.skip(f"Korean corpus not found at {KOREAN}")
-    return KOREAN
+@pytest.fixture(scope="session")
+def korean_path(tmp_path_factory) -> Path:
+    """The Korean corpus beside the checkout (../shared/data/korean/input.txt), or,
+    where there is none, a Korean text made here."""
+    if KOREAN.is_file():
+        return KOREAN
+    path = tmp_path_factory.mktemp("korean") / "input.txt"
+    path.write_text(made_korean_text(), encoding="utf-8")
+    return path
 
 
 def tiny_overrides(tmp_path: Path, corpus: Path, **extra) -> list[str]:
@@ -77,3 +110,18 @@ def torchrun(*args, cwd=ROOT) -> subprocess.CompletedProcess:
         encoding="utf-8",
         timeout=TIMEOUT_S,
     )
+
+
+def sharp_model(vocab_size: int = 20, block_size: int = 16, seed: int = 0, std: float = 0.3):
+    """A small GPT (2 layers, 2 heads, 32 wide, eval mode) with weights far larger than
+    GPT-2's initial ones: attention is then peaked and logits spread over several units,
+    so a wrong key, value or position moves the logits well beyond a 1e-4 tolerance."""
+    from model import GPT, GPTConfig
+
+    torch.manual_seed(seed)
+    config = GPTConfig(vocab_size, block_size, n_layer=2, n_head=2, n_embd=32)
+    model = GPT(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, std)
+    return model

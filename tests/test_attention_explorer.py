@@ -69,7 +69,7 @@ def layer0_attention_by_hand(model: GPT, ids: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         x = model.token_embedding(ids)[None] + model.position_embedding(torch.arange(T))
         block = model.blocks[0]
-        q, k, v = block.attn.split_heads(block.ln_1(x))
+        q, k, v = block.attn.project_qkv(block.ln_1(x))
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
         return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)[0]

@@ -3,7 +3,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.config import ConfigError, load_config
+from conftest import ROOT
+from training.config import (
+    SECTIONS,
+    ConfigError,
+    RunConfig,
+    all_keys,
+    config_reference,
+    flatten,
+    load_config,
+)
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 
@@ -137,3 +146,30 @@ def test_quoted_override_values_are_text():
     cfg = load_config(None, ["train.sample_prompt='1606'", 'train.attention_prompt=""'])
     assert cfg.train.sample_prompt == "1606"
     assert cfg.train.attention_prompt == ""
+
+
+def test_readme_configuration_table_is_the_generated_one():
+    """Each key is documented once, beside its field; README.md shows the table made
+    from those (python train.py --help-config), so no key is missing or stale."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    begin = readme.index("<!-- config-reference")
+    begin = readme.index("\n", begin) + 1
+    end = readme.index("<!-- end config-reference -->")
+    assert readme[begin:end].strip() == config_reference()
+    documented = {row.split("`")[1] for row in config_reference().splitlines()[2:]}
+    assert documented == set(all_keys())
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_recipes_set_only_what_differs_and_say_why(path):
+    """A recipe sets only values that differ from the defaults, each with a comment."""
+    text = path.read_text(encoding="utf-8")
+    given = flatten(yaml.safe_load(text))
+    assert set(given) <= set(all_keys())
+    defaults = flatten(RunConfig().to_dict())
+    same = [key for key, value in given.items() if defaults[key] == value]
+    assert not same, f"{path.name} repeats defaults: {same}"
+    for line in text.splitlines():
+        code = line.split("#")[0]
+        if ":" in code and code.strip().rstrip(":") not in SECTIONS:
+            assert "#" in line, f"{path.name}: no comment saying why: {line!r}"

@@ -30,14 +30,10 @@ def nfc(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def korean_nfd_file(tmp_path_factory):
+def korean_nfd_file(tmp_path_factory, korean_path):
     """The first 20,000 characters of the Korean corpus, saved decomposed (as macOS
     writes it), with the prompt's syllables guaranteed to occur."""
-    from conftest import KOREAN
-
-    if not KOREAN.is_file():
-        pytest.skip(f"Korean corpus not found at {KOREAN}")
-    text = KOREAN.read_text(encoding="utf-8")[:20_000] + "\n" + PROMPT + "\n"
+    text = korean_path.read_text(encoding="utf-8")[:20_000] + "\n" + PROMPT + "\n"
     path = tmp_path_factory.mktemp("nfd") / "korean_nfd.txt"
     path.write_text(nfd(text), encoding="utf-8")
     return path

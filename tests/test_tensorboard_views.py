@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata
 
 import plot_losses
-from conftest import SHAKESPEARE, tiny_overrides
+from conftest import shakespeare, tiny_overrides
 from data import CharTokenizer
 from training import ConfigError, load_checkpoint, load_config, model_from_checkpoint, train
 from training.prompts import PromptFallbackWarning, usable_prompt
@@ -35,10 +35,10 @@ ATTENTION_PROMPT = "To be, or not"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """One tiny training run (6 steps, evaluations at 3 and 6), shared by these tests."""
-    if not SHAKESPEARE.is_file():
-        pytest.skip(f"real corpus not found at {SHAKESPEARE}")
     extra = {"train.attention_prompt": f"'{ATTENTION_PROMPT}'"}
-    cfg = load_config(None, tiny_overrides(tmp_path_factory.mktemp("views"), SHAKESPEARE, **extra))
+    cfg = load_config(
+        None, tiny_overrides(tmp_path_factory.mktemp("views"), shakespeare(), **extra)
+    )
     return cfg, train(cfg)
 
 
@@ -119,7 +119,7 @@ def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
     assert hparams["train.learning_rate"].number_value == pytest.approx(1e-3)
     assert hparams["model.bias"].bool_value is True
     assert hparams["train.attention_prompt"].string_value == ATTENTION_PROMPT
-    assert hparams["data.path"].string_value == str(SHAKESPEARE)
+    assert hparams["data.path"].string_value == str(shakespeare())
     assert "out_dir" not in hparams and "train.resume" not in hparams
     # The plugin's metrics are the last value of each scalar: the final val/loss and
     # the best validation loss are there.
@@ -132,7 +132,7 @@ def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
 def test_views_leave_the_training_losses_unchanged(run, tmp_path):
     _, result = run
     quiet = {"train.sample_tokens": 0, "train.attention_prompt": "''"}
-    plain = train(load_config(None, tiny_overrides(tmp_path, SHAKESPEARE, **quiet)))
+    plain = train(load_config(None, tiny_overrides(tmp_path, shakespeare(), **quiet)))
     assert plain.losses == result.losses  # sampling used its own RNG, in eval mode
     acc = read_events(plain.out_dir)
     assert acc.Tags()["images"] == []

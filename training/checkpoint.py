@@ -12,23 +12,42 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     config           the resolved run config (nested dict)
     iter_num         optimizer steps completed
     best_val_loss    lowest validation loss so far (nats per character)
-    optimizer        optimizer state_dict (absent in weights-only files)
-    rng              python, numpy, torch (and cuda) RNG states and the batch sampler's
+    optimizer        optimizer state_dict (absent in weights-only files: best.pt)
+    rng              {"world_size": N, "ranks": [...]}: for each rank, its python, numpy,
+                     torch (and cuda) RNG states and its batch sampler's position
+                     (absent in weights-only files)
+
+`checkpoint_contents` and `training_state` build it; `check_resume` says whether a run
+may continue from it, `restore_training_state` puts the optimizer and RNGs back.
 """
 
+import dataclasses
 import os
-import random
 from pathlib import Path
 
-import numpy as np
 import torch
-import yaml
 
+from data.batches import BatchSampler
 from data.tokenizer import CharTokenizer
 from model import GPT, GPTConfig
+from training.config import ConfigError, RunConfig, flatten
+from training.distributed import DistContext, gather_to_main
+from training.rng import capture_rng_state, restore_rng_state
 
 CHECKPOINT_FORMAT = 1
 COMPILED_PREFIX = "_orig_mod."
+# Everything in GPTConfig that fixes the weights' shapes or meaning (not dropout).
+ARCHITECTURE_KEYS = tuple(
+    f.name for f in dataclasses.fields(GPTConfig) if f.name not in ("dropout", "vocab_size")
+)
+# Settings that may change on resume without a note (the schedule's length has its own).
+RUN_CONTROL_KEYS = (
+    "train.resume",
+    "train.max_iters",
+    "train.overwrite",
+    "model.vocab_size",
+    "train.lr_decay_iters",
+)
 
 
 class CheckpointError(RuntimeError):
@@ -53,57 +72,6 @@ def save_checkpoint(payload: dict, path: str | Path) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def add_checkpoint_arguments(parser) -> None:
-    """Add --out-dir and --checkpoint, the two flags that name a checkpoint, to an
-    argparse parser (sample.py and explore_attention.py share them); resolve them
-    with `resolve_checkpoint_path`."""
-    parser.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help="run folder")
-    parser.add_argument(
-        "--checkpoint",
-        default="ckpt.pt",
-        help="file name in --out-dir (ckpt.pt: latest, best.pt: best validation), or a "
-        "path with a folder in it",
-    )
-
-
-def resolve_checkpoint_path(out_dir: str | Path, checkpoint: str) -> Path:
-    """A bare file name (ckpt.pt, best.pt) is looked up in out_dir; anything with a
-    folder in it is a path of its own.
-
-    Raises:
-        CheckpointError: if the file is not there, saying how a run makes it.
-    """
-    given = Path(checkpoint)
-    path = given if len(given.parts) > 1 or given.is_absolute() else Path(out_dir) / given
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}: {_missing_checkpoint_hint(path)}")
-    return path
-
-
-def _missing_checkpoint_hint(path: Path) -> str:
-    """What to do about a checkpoint that is not there, judged from its folder."""
-    folder = path.parent
-    train = f"python train.py --config configs/shakespeare_char_cpu.yaml out_dir={folder}"
-    if path.name == "best.pt" and (folder / "ckpt.pt").is_file():
-        return "best.pt appears at the run's first evaluation; ckpt.pt is there"
-    if not folder.is_dir():
-        return f"there is no run folder {folder}; train one first: {train}"
-    if (folder / "config.yaml").is_file():
-        try:
-            config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-            step = f"step {int(config['train']['eval_interval'])}"
-        except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
-            step = "step train.eval_interval"
-        return (
-            f"the run in {folder} has not reached its first evaluation ({step}), where "
-            f"it writes {path.name}; wait for it, or look at what the run printed"
-        )
-    return (
-        f"{folder} holds no run; a training run writes {path.name} there at its first "
-        f"evaluation (step train.eval_interval): {train}"
-    )
 
 
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
@@ -168,38 +136,107 @@ def model_from_checkpoint(ckpt: dict, path: str | Path = "checkpoint") -> tuple[
     return model, tokenizer
 
 
-def capture_rng_state(device: torch.device) -> dict:
-    """Every global RNG state (python, numpy, torch CPU, and CUDA when training on it),
-    as checkpoint-safe values."""
-    np_state = np.random.get_state(legacy=False)
-    state = {
-        "python": random.getstate(),
-        "numpy": {
-            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
-            "pos": np_state["state"]["pos"],
-            "has_gauss": np_state["has_gauss"],
-            "gauss": np_state["gauss"],
-        },
-        "torch": torch.get_rng_state(),
+def checkpoint_contents(
+    model: GPT, tokenizer: CharTokenizer, cfg: RunConfig, iter_num: int, best_val_loss: float
+) -> dict:
+    """What sampling needs (a weights-only checkpoint such as best.pt): the uncompiled
+    model's weights and config, the vocabulary and its normalisation, the run config,
+    the step and the best validation loss (nats/char)."""
+    return {
+        "model": model.state_dict(),
+        "model_config": dataclasses.asdict(model.config),
+        "vocab": tokenizer.chars,
+        "normalization": tokenizer.normalization,
+        "config": cfg.to_dict(),
+        "iter_num": iter_num,
+        "best_val_loss": best_val_loss,
     }
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
 
 
-def restore_rng_state(state: dict, device: torch.device) -> None:
-    """Restore states saved by `capture_rng_state` (CUDA ones only when on CUDA)."""
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    np_state = state["numpy"]
-    np.random.set_state(
-        {
-            "bit_generator": "MT19937",
-            "state": {"key": np_state["key"].numpy().astype(np.uint32), "pos": np_state["pos"]},
-            "has_gauss": np_state["has_gauss"],
-            "gauss": np_state["gauss"],
-        }
-    )
-    torch.set_rng_state(state["torch"].cpu())
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+def training_state(
+    optimizer, sampler: BatchSampler, dist: DistContext, device: torch.device
+) -> dict:
+    """What resuming needs on top of `checkpoint_contents`: the optimizer state and
+    every rank's RNG and sampler states. Every rank must call it (the states are
+    gathered to rank 0, the only one that writes)."""
+    rng = {**capture_rng_state(device), "sampler": sampler.state_dict()}
+    return {
+        "optimizer": optimizer.state_dict(),
+        "rng": {"world_size": dist.world_size, "ranks": gather_to_main(rng, dist)},
+    }
+
+
+def check_resume(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> list[str]:
+    """Whether a run configured as ``cfg`` on a corpus with ``vocab`` may continue
+    from ``ckpt``: same architecture, vocabulary, validation split and normalisation.
+
+    Returns:
+        'key: old -> new' for every other setting that differs (a new learning rate,
+        say: allowed, and listed at the start of the run).
+
+    Raises:
+        ConfigError: listing every difference that forbids the resume.
+    """
+    saved = ckpt["model_config"]
+    problems = [
+        f"model.{k} is {getattr(cfg.model, k)} but the checkpoint has {saved[k]}"
+        for k in ARCHITECTURE_KEYS
+        if getattr(cfg.model, k) != saved.get(k, getattr(GPTConfig(), k))
+    ]
+    saved_val_fraction = ckpt["config"]["data"]["val_fraction"]
+    if saved_val_fraction != cfg.data.val_fraction:
+        problems.append(
+            f"data.val_fraction is {cfg.data.val_fraction} but the run used "
+            f"{saved_val_fraction}: its validation losses would not compare"
+        )
+    saved_normalization = ckpt.get("normalization", "none")
+    if saved_normalization != cfg.data.normalization:
+        problems.append(
+            f"data.normalization is {cfg.data.normalization} but the run used "
+            f"{saved_normalization}: resume with data.normalization={saved_normalization}"
+        )
+    if list(ckpt["vocab"]) != vocab:
+        problems.append(
+            f"the corpus's vocabulary ({len(vocab)} characters) differs from the "
+            f"checkpoint's ({len(ckpt['vocab'])}); resume with the same data.path"
+        )
+    if problems:
+        raise ConfigError(f"cannot resume from {path}:\n  - " + "\n  - ".join(problems))
+    old, new = flatten(ckpt["config"]), flatten(cfg.to_dict())
+    return [
+        f"{key}: {old.get(key)} -> {value}"
+        for key, value in new.items()
+        if key not in RUN_CONTROL_KEYS and old.get(key) != value
+    ]
+
+
+def restore_training_state(
+    ckpt: dict,
+    optimizer,
+    sampler: BatchSampler,
+    dist: DistContext,
+    device: torch.device,
+) -> None:
+    """Give the optimizer its state, and this rank its RNG and sampler states.
+
+    Raises:
+        ConfigError: if the optimizer state does not fit the configured optimizer, or
+            the checkpoint was written by a different number of processes.
+    """
+    try:
+        optimizer.load_state_dict(ckpt["optimizer"])  # moved to the parameters' device
+    except (ValueError, KeyError) as e:
+        raise ConfigError(
+            "cannot resume: the checkpoint's optimizer state does not fit "
+            f"train.optimizer ({e}); resume with the run's optimizer"
+        ) from None
+    saved = ckpt["rng"]
+    if saved["world_size"] != dist.world_size:
+        raise ConfigError(
+            f"the checkpoint was written by {saved['world_size']} process(es) and this run has "
+            f"{dist.world_size}: resume with torchrun --nproc_per_node="
+            f"{saved['world_size']} (or without torchrun for 1) to continue exactly"
+        )
+    state = saved["ranks"][dist.rank]
+    sampler.load_state_dict(state["sampler"])
+    restore_rng_state(state, device)

@@ -15,14 +15,20 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
 from data.corpus import DEFAULT_CORPUS_PATH
-from data.normalization import NORMALIZATIONS
-from model.config import GPTConfig
+from data.normalization import Normalization
+from model.config import GPTConfig, setting
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
+# The choices of the run config (the model's are in model/config.py); the validator
+# reads the allowed values from these types.
+Device = Literal["auto", "cpu", "cuda", "mps"]
+DecodeErrors = Literal["strict", "replace"]
+LrSchedule = Literal["cosine", "wsd"]
+Optimizer = Literal["adamw", "muon"]
 
 
 class ConfigError(ValueError):
@@ -31,106 +37,90 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    """The `data:` section.
+    """The `data:` section: which text, and how it is read and split."""
 
-    Attributes:
-        path: UTF-8 text file to train on (the default fetches Tiny Shakespeare).
-        val_fraction: share of the corpus, taken from its end, held out for validation.
-        cache_dir: where prepared token arrays are cached.
-        decode_errors: "strict" rejects invalid UTF-8; "replace" swaps bad bytes for U+FFFD.
-        normalization: Unicode normalisation of the corpus, and of every prompt and
-            stop string given to the model later: "nfc" (composed, what keyboards
-            type), "nfd" (decomposed, as macOS file names), "nfkc"/"nfkd" (also fold
-            compatibility variants such as full-width letters), or "none" (code points
-            kept exactly as the file has them). Recorded in the checkpoint.
-    """
-
-    path: str = DEFAULT_CORPUS_PATH
-    val_fraction: float = 0.1
-    cache_dir: str = "data/cache"
-    decode_errors: str = "strict"
-    normalization: str = "nfc"
+    path: str = setting(
+        DEFAULT_CORPUS_PATH, "UTF-8 text file to train on (the default fetches Tiny Shakespeare)"
+    )
+    val_fraction: float = setting(0.1, "share of the corpus, taken from its end, held out")
+    cache_dir: str = setting("data/cache", "where prepared token arrays are cached")
+    decode_errors: DecodeErrors = setting(
+        "strict", "`strict` stops at invalid UTF-8; `replace` swaps bad bytes for U+FFFD"
+    )
+    normalization: Normalization = setting(
+        "nfc",
+        "Unicode form of the corpus and of every prompt, prompt file and stop string: `nfc` "
+        "(composed, as keyboards type), `nfd` (decomposed, as macOS file names), `nfkc` / "
+        "`nfkd` (also fold compatibility variants such as full-width letters), or `none` "
+        "(code points kept as the file has them); recorded in the checkpoint",
+    )
 
 
 @dataclass
 class TrainConfig:
-    """The `train:` section. Iterations count optimizer steps.
+    """The `train:` section: optimisation, evaluation and what a run logs. Iterations
+    count optimizer steps."""
 
-    Attributes:
-        batch_size: sequences per micro-batch.
-        gradient_accumulation_steps: micro-batches per optimizer step.
-        max_iters: stop after this many optimizer steps.
-        eval_interval: evaluate and checkpoint every this many steps (and at the end).
-        log_interval: write training scalars every this many steps.
-        eval_train_tokens: size of the fixed training-split sample that is evaluated.
-        eval_batch_size: windows per forward pass during evaluation.
-        learning_rate: peak learning rate, reached after warmup.
-        min_lr: learning rate at the end of the cosine decay.
-        warmup_iters: steps of linear warmup.
-        lr_decay_iters: length of the schedule in steps (null: max_iters for a new
-            run; a resumed run keeps the length it was first given, so extending a
-            finished run continues at min_lr unless this is given anew).
-        lr_schedule: "cosine" (warmup, cosine decay to min_lr) or "wsd"
-            (warmup, stable at learning_rate, linear warmdown to min_lr).
-        warmdown_fraction: share of lr_decay_iters spent in the wsd warmdown.
-        optimizer: "adamw", or "muon" (Muon for hidden matrices, AdamW for the rest).
-        muon_lr: Muon's peak learning rate (null: learning_rate).
-        muon_momentum: Muon's momentum coefficient.
-        weight_decay: decoupled weight decay on 2-D weight matrices.
-        beta1, beta2: AdamW moment coefficients.
-        grad_clip: clip the global gradient norm to this (0 disables).
-        compile: wrap the model in torch.compile.
-        resume: continue from out_dir/ckpt.pt.
-        overwrite: start afresh even if out_dir already holds a checkpoint.
-        sample_prompt: text the sample logged to TensorBoard at each evaluation
-            continues (characters the corpus lacks: see `training.prompts`).
-        sample_tokens: characters in that sample; 0 logs no sample.
-        attention_prompt: text whose attention heatmaps are logged at each
-            evaluation (its first block_size characters); "" logs none.
-    """
-
-    batch_size: int = 32
-    gradient_accumulation_steps: int = 1
-    max_iters: int = 2000
-    eval_interval: int = 250
-    log_interval: int = 10
-    eval_train_tokens: int = 32768
-    eval_batch_size: int = 128
-    learning_rate: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_iters: int = 100
-    lr_decay_iters: int | None = None
-    lr_schedule: str = "cosine"
-    warmdown_fraction: float = 0.2
-    optimizer: str = "adamw"
-    muon_lr: float | None = None
-    muon_momentum: float = 0.95
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0
-    compile: bool = False
-    resume: bool = False
-    overwrite: bool = False
-    sample_prompt: str = "ROMEO:"
-    sample_tokens: int = 200
-    attention_prompt: str = "To be, or not to be"
+    batch_size: int = setting(32, "sequences per micro-batch")
+    gradient_accumulation_steps: int = setting(1, "micro-batches per optimizer step")
+    max_iters: int = setting(2000, "optimizer steps")
+    eval_interval: int = setting(250, "evaluate and checkpoint every N steps, and at the end")
+    log_interval: int = setting(10, "training scalars (and progress lines) every N steps")
+    eval_train_tokens: int = setting(
+        32768, "size of the fixed training-split sample that is evaluated (characters)"
+    )
+    eval_batch_size: int = setting(128, "windows per forward pass during evaluation")
+    learning_rate: float = setting(1e-3, "peak learning rate, reached after warmup")
+    min_lr: float = setting(1e-4, "learning rate at the end of the decay")
+    warmup_iters: int = setting(100, "steps of linear warmup")
+    lr_decay_iters: int | None = setting(
+        None,
+        "length of the schedule in steps; null: max_iters for a new run, and a resumed run "
+        "keeps the length it was first given (so extending a finished run continues at "
+        "min_lr) unless this is given anew",
+    )
+    lr_schedule: LrSchedule = setting(
+        "cosine",
+        "`cosine` (warmup, cosine decay to min_lr) or `wsd` (warmup, stable, linear "
+        "warmdown to min_lr)",
+    )
+    warmdown_fraction: float = setting(0.2, "share of lr_decay_iters spent in the wsd warmdown")
+    optimizer: Optimizer = setting(
+        "adamw", "`adamw`, or `muon`: Muon for the blocks' 2-D weight matrices, AdamW for the rest"
+    )
+    muon_lr: float | None = setting(None, "Muon's peak learning rate (null: learning_rate)")
+    muon_momentum: float = setting(0.95, "Muon's momentum coefficient")
+    weight_decay: float = setting(0.1, "decoupled weight decay, on 2-D weight matrices only")
+    beta1: float = setting(0.9, "AdamW's first-moment coefficient")
+    beta2: float = setting(0.99, "AdamW's second-moment coefficient")
+    grad_clip: float = setting(1.0, "clip the global gradient norm to this (0 = off)")
+    compile: bool = setting(False, "`torch.compile` the model")
+    resume: bool = setting(False, "continue the run in out_dir from its ckpt.pt")
+    overwrite: bool = setting(
+        False,
+        "replace an earlier run in out_dir (its checkpoints, config and events are deleted "
+        "once the new run's input has been checked)",
+    )
+    sample_prompt: str = setting(
+        "ROMEO:", "the TensorBoard sample at each evaluation continues this text"
+    )
+    sample_tokens: int = setting(200, "characters in that sample (0 = no sample)")
+    attention_prompt: str = setting(
+        "To be, or not to be",
+        "text of the attention heatmaps at each evaluation (its first block_size characters; "
+        '"" = none)',
+    )
 
 
 @dataclass
 class RunConfig:
-    """A whole run: top-level keys plus the data, model and train sections.
+    """A whole run: top-level keys plus the data, model and train sections."""
 
-    Attributes:
-        out_dir: where checkpoints, config.yaml and TensorBoard events go
-            (default: runs/<config file stem>).
-        device: auto (cuda, then mps, then cpu), cpu, cuda or mps.
-        seed: seeds python, numpy and torch RNGs and the batch sampler.
-    """
-
-    out_dir: str | None = None
-    device: str = "auto"
-    seed: int = 1337
+    out_dir: str | None = setting(
+        None, "checkpoints, config.yaml and TensorBoard events (null: runs/<config file stem>)"
+    )
+    device: Device = setting("auto", "`auto` (cuda, then mps, then cpu), `cpu`, `cuda` or `mps`")
+    seed: int = setting(1337, "seeds python, numpy and torch, and the batch sampler")
     data: DataConfig = field(default_factory=DataConfig)
     model: GPTConfig = field(default_factory=GPTConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -141,6 +131,26 @@ class RunConfig:
 
 
 SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig}
+
+
+def _show(value) -> str:
+    """A default as the README's table shows it."""
+    if value is None or isinstance(value, bool):
+        return f"`{yaml.safe_dump(value).splitlines()[0]}`"
+    return f"`{value}`" if value != "" else '`""`'
+
+
+def config_reference() -> str:
+    """Every config key with its default and meaning, as the Markdown table in
+    README.md (generated here, so each key is documented once: beside its field).
+    ``python train.py --help-config`` prints it."""
+    rows = ["| key | default | meaning |", "|---|---|---|"]
+    sections = [("", RunConfig)] + [(f"{name}.", cls) for name, cls in SECTIONS.items()]
+    for prefix, cls in sections:
+        for f in dataclasses.fields(cls):
+            if f.name not in SECTIONS:
+                rows.append(f"| `{prefix}{f.name}` | {_show(f.default)} | {f.metadata['doc']} |")
+    return "\n".join(rows)
 
 
 def all_keys() -> list[str]:
@@ -170,6 +180,10 @@ def _coerce(key: str, value, hint):
         TypeError: with a message naming the key and the expected type.
     """
     args = typing.get_args(hint)
+    if typing.get_origin(hint) is Literal:
+        if value not in args:
+            raise TypeError(f"{key} must be one of {', '.join(args)}, got {value!r}")
+        return value
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         # "none" means null where a key may be null (train.muon_lr=none), as in Python.
         if type(None) in args and (value is None or str(value).lower() == "none"):
@@ -310,14 +324,6 @@ def validate(cfg: RunConfig) -> list[str]:
             f"model.n_embd ({m.n_embd}) must be divisible by model.n_head ({m.n_head}); "
             f"for example n_embd={m.n_head * max(1, round(m.n_embd / m.n_head))}"
         )
-    model_choices = {
-        "model.position": (m.position, ("learned", "rope")),
-        "model.norm": (m.norm, ("layernorm", "rmsnorm")),
-        "model.activation": (m.activation, ("gelu", "relu2")),
-    }
-    for key, (value, allowed) in model_choices.items():
-        if value not in allowed:
-            problems.append(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
     if m.position == "rope" and m.n_head > 0 and (m.n_embd // m.n_head) % 2:
         problems.append(
             f"model.position=rope needs an even head size, but n_embd / n_head = "
@@ -331,17 +337,6 @@ def validate(cfg: RunConfig) -> list[str]:
         problems.append(f"model.dropout must be in [0, 1), got {m.dropout}")
     if not 0 < cfg.data.val_fraction < 1:
         problems.append(f"data.val_fraction must be in (0, 1), got {cfg.data.val_fraction}")
-    if cfg.data.decode_errors not in ("strict", "replace"):
-        problems.append(
-            f"data.decode_errors must be strict or replace, got {cfg.data.decode_errors!r}"
-        )
-    if cfg.data.normalization not in NORMALIZATIONS:
-        problems.append(
-            f"data.normalization must be one of {', '.join(NORMALIZATIONS)}, "
-            f"got {cfg.data.normalization!r}"
-        )
-    if cfg.device not in DEVICES:
-        problems.append(f"device must be one of {', '.join(DEVICES)}, got {cfg.device!r}")
     if not 0 <= t.min_lr <= t.learning_rate:
         problems.append(f"train.min_lr must be in [0, train.learning_rate], got {t.min_lr}")
     if t.warmup_iters < 0:
@@ -352,11 +347,6 @@ def validate(cfg: RunConfig) -> list[str]:
         problems.append(f"seed must be in [0, 2**32), got {cfg.seed}")
     if cfg.out_dir is not None and not str(cfg.out_dir).strip():
         problems.append("out_dir must not be empty (it would write into the current folder)")
-    choices = {"train.lr_schedule": ("cosine", "wsd"), "train.optimizer": ("adamw", "muon")}
-    for key, allowed in choices.items():
-        value = getattr(t, key.split(".")[1])
-        if value not in allowed:
-            problems.append(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
     if not 0 < t.warmdown_fraction <= 1:
         problems.append(f"train.warmdown_fraction must be in (0, 1], got {t.warmdown_fraction}")
     if t.muon_lr is not None and t.muon_lr <= 0:

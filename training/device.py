@@ -1,10 +1,11 @@
 """Choosing the device and the matching mixed-precision context."""
 
 import contextlib
+import typing
 
 import torch
 
-from training.config import ConfigError
+from training.config import ConfigError, Device
 
 
 def resolve_device(name: str) -> torch.device:
@@ -24,7 +25,7 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cpu")
     available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}
     if name not in available:
-        raise ConfigError(f"unknown device {name!r}: use auto, cpu, cuda or mps")
+        raise ConfigError(f"unknown device {name!r}: use {', '.join(typing.get_args(Device))}")
     if not available[name]():
         raise ConfigError(f"device {name} is not available here; use cpu or auto")
     return torch.device(name)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from training.config import ConfigError
 from training.device import resolve_device
@@ -116,3 +117,14 @@ def gather_to_main(obj, ctx: DistContext) -> list | None:
     gathered = [None] * ctx.world_size if ctx.is_main else None
     dist.gather_object(obj, gathered, dst=0)
     return gathered
+
+
+def wrap_for_data_parallel(
+    module: torch.nn.Module, ctx: DistContext, device: torch.device
+) -> torch.nn.Module:
+    """``module`` in DistributedDataParallel when there are several ranks (gradients
+    averaged across ranks in backward), else ``module`` itself."""
+    if not ctx.enabled:
+        return module
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(module, device_ids=ids)

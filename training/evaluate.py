@@ -1,10 +1,20 @@
-"""Deterministic evaluation: next-character loss over fixed windows."""
+"""Deterministic evaluation: next-character loss over fixed windows.
+
+The validation loss is over every character of the validation split after its first
+(non-overlapping windows of block_size); the training loss over a fixed sample of the
+training split. Both in nats per character (and bits: nats / ln 2). The windows are the
+same at every evaluation, so two evaluations, or two runs, compare exactly.
+"""
 
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from data.batches import evaluation_windows
+from data.corpus import Corpus
+from training.distributed import DistContext, all_reduce
 
 
 def nats_to_bits(loss: float) -> float:
@@ -59,15 +69,44 @@ def summed_loss(
     return total, count
 
 
-def evaluate_loss(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    batch_size: int,
-    device: torch.device,
-    autocast=None,
-) -> float:
-    """Mean cross-entropy in nats per character over the targets of ``y`` (see
-    `summed_loss` for the arguments)."""
-    total, count = summed_loss(model, x, y, batch_size, device, autocast)
-    return total.item() / count
+class Evaluator:
+    """The fixed evaluation windows of a run, and the losses of a model over them.
+
+    Under data parallelism the windows are dealt out across ranks (rank r takes every
+    world_size-th) and the summed losses and counts are all-reduced, so every rank
+    gets the same numbers.
+
+    Args:
+        corpus: the prepared corpus.
+        cfg: the run config (a RunConfig); uses model.block_size (window length),
+            train.eval_train_tokens (size of the training-split sample) and
+            train.eval_batch_size (windows per forward pass).
+        dist: this process's place in the job.
+        device: where to evaluate.
+        autocast: factory of the mixed-precision context (see `training.device`).
+    """
+
+    def __init__(self, corpus: Corpus, cfg, dist: DistContext, device: torch.device, autocast=None):
+        rank, world = dist.rank, dist.world_size
+        T, tc = cfg.model.block_size, cfg.train
+        val_x, val_y = evaluation_windows(corpus.val_ids, T)
+        train_x, train_y = evaluation_windows(corpus.train_ids, T, tc.eval_train_tokens)
+        self.splits = {
+            "val": (val_x[rank::world], val_y[rank::world]),
+            "train": (train_x[rank::world], train_y[rank::world]),
+        }
+        self.batch_size, self.dist, self.device = tc.eval_batch_size, dist, device
+        self.autocast = autocast
+
+    def losses(self, model: nn.Module) -> dict[str, float]:
+        """{"val": loss, "train": loss}, mean cross-entropy in nats per character
+        (model in eval mode while evaluating; its mode is restored)."""
+        out = {}
+        for split, (x, y) in self.splits.items():
+            total, count = summed_loss(model, x, y, self.batch_size, self.device, self.autocast)
+            totals = torch.stack(
+                [total, torch.tensor(count, dtype=total.dtype, device=self.device)]
+            )
+            all_reduce(totals, self.dist)
+            out[split] = (totals[0] / totals[1]).item()
+        return out

@@ -4,6 +4,11 @@ import signal
 import sys
 import threading
 
+import torch
+from torch.distributed import ReduceOp
+
+from training.distributed import DistContext, all_reduce
+
 
 class StopRequest:
     """Context manager that turns the first Ctrl-C (SIGINT) or SIGTERM into a flag,
@@ -53,3 +58,21 @@ class StopRequest:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+    def agreed(self, dist: DistContext, step: int, every: int, device: torch.device) -> bool:
+        """Whether to stop before the next step. A single process checks its own flag
+        every step; data-parallel ranks agree (any rank stopping stops all) every
+        ``every`` steps, so that they all leave the loop at the same step.
+
+        Args:
+            dist: this process's place in the job.
+            step: optimizer steps done.
+            every: how often ranks compare flags (the log interval).
+            device: where the collective's tensor lives.
+        """
+        if not dist.enabled:
+            return self.requested
+        if step % every:
+            return False
+        flag = torch.tensor(float(self.requested), device=device)
+        return bool(all_reduce(flag, dist, op=ReduceOp.MAX))

@@ -1,59 +1,59 @@
-"""The training loop: batch -> forward -> loss -> backward -> AdamW step, with
-deterministic evaluation, checkpoints and TensorBoard logging.
+"""The training loop: batch -> forward -> loss -> backward -> optimizer step, with
+periodic evaluation, checkpoints and TensorBoard logging.
 
     from training import load_config, train
     result = train(load_config("configs/shakespeare_char_cpu.yaml", ["train.max_iters=100"]))
+
+The pieces it uses, one module each: the run folder's rules (`training.run_folder`),
+what a checkpoint holds and when a resume is allowed (`training.checkpoint`), the
+learning-rate schedule (`training.schedule`), evaluation (`training.evaluate`), what
+TensorBoard shows (`training.run_writer`, `training.tensorboard_views`), what is
+printed (`training.console`), data parallelism (`training.distributed`), the NaN
+check (`training.nonfinite`) and Ctrl-C (`training.interrupt`).
 """
 
 import contextlib
 import copy
-import dataclasses
+import functools
 import math
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
-import yaml
-from torch.distributed import ReduceOp
 from torch.nn.parallel import DistributedDataParallel
 
-from data import BatchSampler, evaluation_windows, prepare_corpus
+from data import BatchSampler, prepare_corpus
 from model import GPT, GPTConfig
 from training.checkpoint import (
-    capture_rng_state,
+    check_resume,
+    checkpoint_contents,
     load_checkpoint,
-    restore_rng_state,
+    restore_training_state,
     save_checkpoint,
     strip_compiled_prefix,
+    training_state,
 )
-from training.config import ConfigError, RunConfig, flatten
+from training.config import RunConfig
 from training.console import Console
 from training.device import autocast_context
 from training.distributed import (
     all_reduce,
-    gather_to_main,
     init_distributed,
     shutdown_distributed,
+    wrap_for_data_parallel,
 )
-from training.evaluate import nats_to_bits, summed_loss
+from training.evaluate import Evaluator, nats_to_bits
 from training.interrupt import StopRequest
+from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
-from training.run_folder import BEST_NAME, CKPT_NAME, CONFIG_NAME, RunFolder
+from training.rng import seed_everything
+from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
 from training.run_writer import RunWriter
-from training.schedule import resolve_schedule_length, scheduled_learning_rate
+from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
 from training.tensorboard_views import TensorBoardViews
 
-# Everything in GPTConfig that fixes the weights' shapes or meaning (not dropout).
-ARCHITECTURE_KEYS = tuple(
-    f.name for f in dataclasses.fields(GPTConfig) if f.name not in ("dropout", "vocab_size")
-)
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
+__all__ = ["NonFiniteLossError", "TrainResult", "Trainer", "train"]
 
 
 @dataclass
@@ -83,68 +83,13 @@ class TrainResult:
     rank: int = 0
 
 
-def seed_everything(seed: int) -> None:
-    """Seed python's, numpy's and torch's global RNGs (torch seeds CUDA too)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _changed_settings(saved: dict, current: dict) -> list[str]:
-    """'key: old -> new' for every setting that differs (run-control keys left out)."""
-    ignored = {
-        "train.resume",
-        "train.max_iters",
-        "train.overwrite",
-        "model.vocab_size",
-        "train.lr_decay_iters",  # said by the schedule line
-    }
-    old = flatten(saved)
-    return [
-        f"{key}: {old.get(key)} -> {value}"
-        for key, value in flatten(current).items()
-        if key not in ignored and old.get(key) != value
-    ]
-
-
-def _check_resume_compatible(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> None:
-    """Raises ConfigError if the checkpoint's architecture or vocabulary differs."""
-    saved = ckpt["model_config"]
-    problems = [
-        f"model.{k} is {getattr(cfg.model, k)} but the checkpoint has {saved[k]}"
-        for k in ARCHITECTURE_KEYS
-        if getattr(cfg.model, k) != saved.get(k, getattr(GPTConfig(), k))
-    ]
-    saved_data = ckpt["config"]["data"]
-    if saved_data["val_fraction"] != cfg.data.val_fraction:
-        problems.append(
-            f"data.val_fraction is {cfg.data.val_fraction} but the run used "
-            f"{saved_data['val_fraction']}: its validation losses would not compare"
-        )
-    saved_normalization = ckpt.get("normalization", "none")
-    if saved_normalization != cfg.data.normalization:
-        problems.append(
-            f"data.normalization is {cfg.data.normalization} but the run used "
-            f"{saved_normalization}: resume with data.normalization={saved_normalization}"
-        )
-    if list(ckpt["vocab"]) != vocab:
-        problems.append(
-            f"the corpus's vocabulary ({len(vocab)} characters) differs from the "
-            f"checkpoint's ({len(ckpt['vocab'])}); resume with the same data.path"
-        )
-    if problems:
-        raise ConfigError(f"cannot resume from {path}:\n  - " + "\n  - ".join(problems))
-
-
 class Trainer:
     """Owns everything a run needs: corpus, model, optimizer, batch sampler, writer.
 
     Construction does all the checking and loading (so bad input fails before any
-    training); `run` trains.
-
-    Under torchrun (see `training.distributed`) each rank builds a Trainer: ranks
-    draw different batches, gradients are averaged by DDP, evaluation is split
-    across ranks and summed, and rank 0 alone writes files.
+    training, and leaves nothing behind); `run` trains. Under torchrun each rank
+    builds a Trainer: ranks draw different batches, DDP averages the gradients,
+    evaluation is split across ranks, and rank 0 alone writes files.
 
     Args:
         cfg: a validated RunConfig (see `training.config.load_config`).
@@ -156,118 +101,82 @@ class Trainer:
     """
 
     def __init__(self, cfg: RunConfig):
-        # config.yaml records the config as given (vocab_size 0: "from the corpus"),
-        # so it can be reused on another corpus; the working copy is resolved below.
+        # config.yaml records the config as given (vocab_size 0: "from the corpus";
+        # lr_decay_iters as given), so it can be reused; the working copy is resolved.
         self.given_cfg = cfg
-        cfg = self.cfg = copy.deepcopy(cfg)
+        self.cfg = copy.deepcopy(cfg)
         self.dist, self.device = init_distributed(cfg.device)
         self.out_dir = Path(cfg.out_dir)
-        self.folder = RunFolder(
-            self.out_dir, cfg.train.resume, cfg.train.overwrite, lock=self.dist.is_main
-        )
+        tc = cfg.train
+        self.folder = RunFolder(self.out_dir, tc.resume, tc.overwrite, lock=self.dist.is_main)
         try:
-            self._setup(cfg, self.folder.resume_path)
+            self._build(self.cfg)
         except BaseException:
             self.close(started=False)  # unlock, and leave nothing behind
             raise
 
-    def _setup(self, cfg: RunConfig, resume_path: Path | None) -> None:
-        """Everything after the folder checks: corpus, model, optimizer, sampler."""
+    def _build(self, cfg: RunConfig) -> None:
+        """Corpus, model, optimizer, sampler, evaluation: everything after the folder."""
         seed_everything(cfg.seed)
-
-        d, tc = cfg.data, cfg.train
         self.console = Console(enabled=self.dist.is_main)
+        # Mixed precision for this device (bf16 on CUDA, else a no-op).
+        self.autocast = functools.partial(autocast_context, self.device)
+        d, tc, dist = cfg.data, cfg.train, self.dist
         self.corpus = prepare_corpus(
             d.path, d.val_fraction, d.cache_dir, d.decode_errors, d.normalization
         )
-        self.say(self.corpus.origin)
-        self.corpus.check_fits(cfg.model.block_size)
-        vocab_size = self.corpus.tokenizer.vocab_size
-        if cfg.model.vocab_size not in (0, vocab_size):
-            raise ConfigError(
-                f"model.vocab_size is {cfg.model.vocab_size} but {d.path} has {vocab_size} "
-                "distinct characters; leave model.vocab_size at 0 (it is set from the corpus)"
-            )
-        cfg.model.vocab_size = vocab_size
-
-        ckpt = None
-        if resume_path is not None:
-            ckpt = load_checkpoint(resume_path)
-            _check_resume_compatible(ckpt, cfg, self.corpus.tokenizer.chars, resume_path)
+        self.console.say(self.corpus.origin)
+        self.corpus.check_fits(cfg.model.block_size, cfg.model.vocab_size)
+        cfg.model.vocab_size = self.corpus.tokenizer.vocab_size
+        resume_path = self.folder.resume_path
+        ckpt = load_checkpoint(resume_path) if resume_path else None
+        self.changed_on_resume = (
+            check_resume(ckpt, cfg, self.corpus.tokenizer.chars, resume_path) if ckpt else []
+        )
         tc.lr_decay_iters, self.schedule_note = resolve_schedule_length(
             tc,
             ckpt["config"]["train"]["lr_decay_iters"] if ckpt else None,
             ckpt["iter_num"] if ckpt else 0,
         )
-        if ckpt is not None:
-            self.changed_on_resume = _changed_settings(ckpt["config"], cfg.to_dict())
-        # On resume the architecture is checked equal, so only dropout can differ.
-        self.model = GPT(GPTConfig(**vars(cfg.model)))
-        if ckpt is not None:
+        # self.model is the plain module: checkpoints save its weights. fast_model is
+        # it compiled (train.compile), used by evaluation; train_model is fast_model
+        # wrapped by DDP under torchrun, used by the training step only (DDP's forward
+        # expects a backward pass to follow).
+        self.model = GPT(GPTConfig(**vars(cfg.model)))  # on resume, only dropout may differ
+        if ckpt:
             self.model.load_state_dict(strip_compiled_prefix(ckpt["model"]))
         self.model.to(self.device)
+        self.fast_model = torch.compile(self.model) if tc.compile else self.model
+        self.train_model = wrap_for_data_parallel(self.fast_model, dist, self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
-        # Listed once, not rebuilt on every step (tied weights appear once).
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         # Each rank draws its own batches; rank 0 keeps the single-process stream.
+        seed, block_size = cfg.seed + dist.rank, cfg.model.block_size
         self.sampler = BatchSampler(
-            self.corpus.train_ids,
-            cfg.model.block_size,
-            tc.batch_size,
-            cfg.seed + self.dist.rank,
-            self.device,
+            self.corpus.train_ids, block_size, tc.batch_size, seed, self.device
         )
-        self.result = TrainResult(out_dir=self.out_dir, rank=self.dist.rank)
-        if ckpt is not None:
-            try:
-                self.optimizer.load_state_dict(ckpt["optimizer"])  # moved to params' device
-            except (ValueError, KeyError) as e:
-                raise ConfigError(
-                    f"cannot resume from {resume_path}: its optimizer state does not fit "
-                    f"train.optimizer={tc.optimizer} ({e}); resume with the run's optimizer"
-                ) from None
-            self._restore_rng(ckpt["rng"], resume_path)
-            self.result.iter_num = ckpt["iter_num"]
-            self.result.best_val_loss = ckpt["best_val_loss"]
-
-        # Evaluation windows are split across ranks; their losses are summed.
-        rank, world = self.dist.rank, self.dist.world_size
-        val_x, val_y = evaluation_windows(self.corpus.val_ids, cfg.model.block_size)
-        train_x, train_y = evaluation_windows(
-            self.corpus.train_ids, cfg.model.block_size, tc.eval_train_tokens
-        )
-        self.val_windows = (val_x[rank::world], val_y[rank::world])
-        self.train_windows = (train_x[rank::world], train_y[rank::world])
-        self.run_model = torch.compile(self.model) if tc.compile else self.model
-        # Evaluation bypasses DDP, whose forward expects a backward pass to follow.
-        self.eval_model = self.run_model
-        if self.dist.enabled:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.run_model = DistributedDataParallel(self.run_model, device_ids=ids)
-        self.tokens_per_iter = (
-            tc.batch_size * tc.gradient_accumulation_steps * cfg.model.block_size * world
-        )
-        self.writer = None
-        if resume_path is None:
-            self.changed_on_resume = []
+        self.result = TrainResult(out_dir=self.out_dir, rank=dist.rank)
+        if ckpt:
+            restore_training_state(ckpt, self.optimizer, self.sampler, dist, self.device)
+            self.result.iter_num, self.result.best_val_loss = (
+                ckpt["iter_num"],
+                ckpt["best_val_loss"],
+            )
+        self.evaluator = Evaluator(self.corpus, cfg, dist, self.device, self.autocast)
         self.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
-        self.started = time.perf_counter()
-        # First iteration (1-based, as logged) whose loss was NaN/inf, or -1. It stays
-        # on the device, so checking costs no sync per step; read before logs and saves.
-        self.first_nonfinite_step = torch.full((), -1, dtype=torch.long, device=self.device)
-
-    def autocast(self):
-        """Mixed-precision context for this device (bf16 on CUDA, else a no-op)."""
-        return autocast_context(self.device)
+        self.nonfinite = NonFiniteWatch(self.device)
+        self.tokens_per_iter = tc.batch_size * tc.gradient_accumulation_steps * block_size
+        self.tokens_per_iter *= dist.world_size
+        self.writer = None  # rank 0 opens it when training starts
 
     def train_step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """One optimizer step over gradient_accumulation_steps micro-batches.
+        """One optimizer step (0-based ``step``) over gradient_accumulation_steps
+        micro-batches.
 
         Returns:
-            (loss, grad_norm, lr): the mean training loss in nats/char and the
-            gradient norm before clipping, both as device tensors (reading them
-            syncs with the device, so callers do it only at log intervals), and the
-            learning rate used.
+            (loss, grad_norm, lr): this rank's mean training loss in nats/char and the
+            gradient norm before clipping, both device tensors (reading them waits for
+            the device, so callers do it only at log intervals), and the learning rate.
         """
         tc = self.cfg.train
         lr = scheduled_learning_rate(step, tc)
@@ -278,267 +187,133 @@ class Trainer:
             x, y = self.sampler.next_batch()
             # Under DDP, gradients are averaged across ranks on the last micro-step only.
             last = micro_step == tc.gradient_accumulation_steps - 1
-            sync = (
-                self.run_model.no_sync()
-                if self.dist.enabled and not last
-                else contextlib.nullcontext()
-            )
-            with sync:
+            no_sync = self.dist.enabled and not last
+            with self.train_model.no_sync() if no_sync else contextlib.nullcontext():
                 with self.autocast():
-                    _, loss = self.run_model(x, y)
+                    _, loss = self.train_model(x, y)
                     # Scale so the accumulated gradient is the gradient of the mean loss.
                     loss = loss / tc.gradient_accumulation_steps
                 loss.backward()
             loss_sum += loss.detach()
-        newly_bad = (self.first_nonfinite_step < 0) & ~torch.isfinite(loss_sum)
-        self.first_nonfinite_step = torch.where(newly_bad, step + 1, self.first_nonfinite_step)
+        self.nonfinite.record(loss_sum, step)
         if tc.grad_clip > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, tc.grad_clip)
         else:
-            grad_norm = torch.nn.utils.get_total_norm(
-                [p.grad for p in self.trainable if p.grad is not None]
-            )
+            grads = [p.grad for p in self.trainable if p.grad is not None]
+            grad_norm = torch.nn.utils.get_total_norm(grads)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss_sum, grad_norm, lr
 
-    def evaluate(self) -> dict:
-        """Loss over the whole validation split and the fixed training sample.
-
-        Returns:
-            {"iter", "seconds", "train_loss", "val_loss" (nats/char), "val_bpc" (bits/char)}
-
-        Raises:
-            NonFiniteLossError: if the validation loss is NaN or infinite.
-        """
-        losses = []
-        for x, y in (self.val_windows, self.train_windows):
-            total, count = summed_loss(
-                self.eval_model, x, y, self.cfg.train.eval_batch_size, self.device, self.autocast
-            )
-            totals = torch.stack(
-                [total, torch.tensor(count, dtype=torch.float64, device=self.device)]
-            )
-            all_reduce(totals, self.dist)  # every rank gets the same loss
-            losses.append((totals[0] / totals[1]).item())
-        val_loss, train_loss = losses
-        if not math.isfinite(val_loss):
-            raise NonFiniteLossError(
-                f"the validation loss is {val_loss} at iteration {self.result.iter_num}; the "
-                f"last good checkpoint in {self.out_dir} is kept. Lower train.learning_rate."
-            )
-        return {
-            "iter": self.result.iter_num,
-            "seconds": time.perf_counter() - self.started,
-            "train_loss": train_loss,
-            "val_loss": val_loss,
-            "val_bpc": nats_to_bits(val_loss),
-        }
-
-    def checkpoint(self, with_training_state: bool = True) -> dict:
-        """The checkpoint payload (see `training.checkpoint`); without the training
-        state it holds only what sampling needs."""
-        payload = {
-            "model": self.model.state_dict(),
-            "model_config": vars(self.model.config).copy(),
-            "vocab": self.corpus.tokenizer.chars,
-            "normalization": self.corpus.tokenizer.normalization,
-            "config": self.cfg.to_dict(),
-            "iter_num": self.result.iter_num,
-            "best_val_loss": self.result.best_val_loss,
-        }
-        if with_training_state:
-            payload["optimizer"] = self.optimizer.state_dict()
-            rng = {**capture_rng_state(self.device), "sampler": self.sampler.state_dict()}
-            payload["rng"] = {
-                "world_size": self.dist.world_size,
-                "ranks": gather_to_main(rng, self.dist),
-            }
-        return payload
-
-    def _restore_rng(self, saved: dict, path: Path) -> None:
-        """Give each rank back its own RNG and sampler states from the checkpoint.
-
-        Raises:
-            ConfigError: if the checkpoint was written by a different number of ranks.
-        """
-        if saved["world_size"] != self.dist.world_size:
-            raise ConfigError(
-                f"{path} was written by {saved['world_size']} process(es) and this run has "
-                f"{self.dist.world_size}: resume with torchrun --nproc_per_node="
-                f"{saved['world_size']} (or without torchrun for 1) to continue exactly"
-            )
-        state = saved["ranks"][self.dist.rank]
-        self.sampler.load_state_dict(state["sampler"])
-        restore_rng_state(state, self.device)
-
-    def say(self, message: str) -> None:
-        """Print a line for the person running this (rank 0 only; see `Console`)."""
-        self.console.say(message)
-
-    def close(self, started: bool = True) -> None:
-        """Release the run folder (its lock is also released when the process ends;
-        ``started=False`` after a failed start also removes what the start created)
-        and, under DDP, the DistributedDataParallel wrapper, whose gradient reducer
-        must be gone before the process group is destroyed."""
-        self.folder.release(started)
-        if isinstance(getattr(self, "run_model", None), DistributedDataParallel):
-            self.run_model = self.eval_model
-
-    def check_finite(self) -> None:
-        """Raise NonFiniteLossError if any training loss so far was NaN or infinite
-        (on any rank); called before every log and save, so no non-finite model is
-        ever written."""
-        bad = all_reduce(self.first_nonfinite_step.clone(), self.dist, op=ReduceOp.MAX)
-        bad_step = int(bad)
-        if bad_step >= 0:
-            kept = (
-                f"the last good checkpoint in {self.out_dir} is kept"
-                if (self.out_dir / CKPT_NAME).is_file()
-                else "no checkpoint had been written yet"
-            )
-            raise NonFiniteLossError(
-                f"the training loss became NaN or infinite at iteration {bad_step}; "
-                f"training stopped and {kept}. Lower train.learning_rate, raise "
-                "train.warmup_iters, or set train.grad_clip."
-            )
-
-    def save(self) -> None:
-        """Write ckpt.pt (the full training state), after checking the run is finite.
-        Every rank must call it (RNG states are gathered); rank 0 writes."""
-        self.check_finite()
-        payload = self.checkpoint()
-        if self.dist.is_main:
-            save_checkpoint(payload, self.out_dir / CKPT_NAME)
-
-    def evaluate_and_save(self) -> None:
-        """Evaluate, log to TensorBoard, write ckpt.pt (and best.pt if improved)."""
-        self.check_finite()
-        ev = self.evaluate()
-        self.result.evals.append(ev)
-        improved = ev["val_loss"] < self.result.best_val_loss
-        if improved:
-            self.result.best_val_loss = ev["val_loss"]
-        self.save()
-        if not self.dist.is_main:
-            return
-        step = ev["iter"]
-        self.writer.evaluation(step, ev["val_loss"], ev["train_loss"], self.result.best_val_loss)
-        if improved:
-            save_checkpoint(self.checkpoint(with_training_state=False), self.out_dir / BEST_NAME)
-        self.views.log_evaluation(self.writer, self.model, step)
-        self.say(
-            f"step {step}: train {ev['train_loss']:.4f}, val {ev['val_loss']:.4f} nats/char "
-            f"({ev['val_bpc']:.4f} bits/char), {ev['seconds']:.0f} s"
-            + (" *best*" if improved else "")
+    def save(self, best: bool = False) -> None:
+        """Write ckpt.pt (the full training state) after checking the run is finite,
+        and best.pt (weights only) if ``best``. Every rank must call it; rank 0 writes."""
+        self.nonfinite.check(self.dist, self.out_dir / CKPT_NAME)
+        r = self.result
+        contents = checkpoint_contents(
+            self.model, self.corpus.tokenizer, self.cfg, r.iter_num, r.best_val_loss
         )
-
-    def log_step(self, loss_sum: torch.Tensor, grad_norm: torch.Tensor, lr: float, rate: float):
-        """Record the training scalars for the current step (the loss averaged over
-        ranks); raise on a non-finite loss.
-
-        Returns:
-            Short strings for the progress bar.
-        """
-        step = self.result.iter_num
-        self.check_finite()
-        loss_sum = all_reduce(loss_sum.clone(), self.dist) / self.dist.world_size
-        loss = loss_sum.item()  # with check_finite, the only host-device syncs per interval
-        self.result.losses[step] = loss
+        state = training_state(self.optimizer, self.sampler, self.dist, self.device)
         if self.dist.is_main:
-            self.writer.training_step(step, loss, lr, float(grad_norm), rate)
-        return {"loss": f"{loss:.4f}", "lr": f"{lr:.2e}", "tok/s": f"{rate:,.0f}"}
+            save_checkpoint({**contents, **state}, self.out_dir / CKPT_NAME)
+            if best:
+                save_checkpoint(contents, self.out_dir / BEST_NAME)
 
-    def stop_agreed(self, stop: StopRequest) -> bool:
-        """Whether to stop before the next step. A single process checks its own
-        flag every step; ranks agree (any rank stopping stops all) at log intervals,
-        so that they all leave the loop at the same step."""
-        if not self.dist.enabled:
-            return stop.requested
-        if self.result.iter_num % self.cfg.train.log_interval:
-            return False
-        flag = torch.tensor(float(stop.requested), device=self.device)
-        return bool(all_reduce(flag, self.dist, op=ReduceOp.MAX))
+    def evaluate_and_save(self, started: float) -> None:
+        """Evaluate, write the checkpoints, log to TensorBoard and say the result.
 
-    def notices(self) -> list[str]:
-        """Things about the schedule a user may not expect, said once at the start."""
-        tc, notes = self.cfg.train, []
-        if tc.warmup_iters >= tc.max_iters:
-            notes.append(
-                f"note: train.warmup_iters={tc.warmup_iters} >= train.max_iters="
-                f"{tc.max_iters}: the learning rate never reaches train.learning_rate"
+        Raises:
+            NonFiniteLossError: if a training or the validation loss is not finite.
+        """
+        self.nonfinite.check(self.dist, self.out_dir / CKPT_NAME)
+        losses = self.evaluator.losses(self.fast_model)
+        step, val = self.result.iter_num, losses["val"]
+        if not math.isfinite(val):
+            raise NonFiniteLossError(
+                f"the validation loss is {val} at iteration {step}; the last good "
+                f"checkpoint in {self.out_dir} is kept. Lower train.learning_rate."
             )
-        elif tc.lr_decay_iters > tc.max_iters:
-            notes.append(
-                f"note: the learning-rate schedule runs to train.lr_decay_iters="
-                f"{tc.lr_decay_iters}, past train.max_iters={tc.max_iters}; this run stops "
-                f"before the decay ends (set train.lr_decay_iters={tc.max_iters} to finish it)"
-            )
-        return notes
+        seconds = time.perf_counter() - started
+        ev = {"iter": step, "seconds": seconds, "train_loss": losses["train"], "val_loss": val}
+        ev["val_bpc"] = nats_to_bits(val)
+        self.result.evals.append(ev)
+        improved = val < self.result.best_val_loss
+        self.result.best_val_loss = min(val, self.result.best_val_loss)
+        self.save(best=improved)
+        if self.dist.is_main:
+            self.writer.evaluation(step, val, losses["train"], self.result.best_val_loss)
+            self.views.log_evaluation(self.writer, self.model, step)
+        self.console.say(
+            f"step {step}: train {losses['train']:.4f}, val {val:.4f} nats/char "
+            f"({ev['val_bpc']:.4f} bits/char), {seconds:.0f} s" + (" *best*" if improved else "")
+        )
 
     def run(self) -> TrainResult:
         """Train from the current iteration to train.max_iters (see `train`)."""
-        cfg, tc, result = self.cfg, self.cfg.train, self.result
+        cfg, tc, result, dist = self.cfg, self.cfg.train, self.result, self.dist
         start = result.iter_num
         if start >= tc.max_iters:
-            self.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
+            self.console.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
             return result
-        if self.dist.is_main:
-            self.folder.replace_earlier_run()
-            (self.out_dir / CONFIG_NAME).write_text(
-                yaml.safe_dump(self.given_cfg.to_dict(), sort_keys=False, allow_unicode=True),
-                encoding="utf-8",
-            )
+        if dist.is_main:
+            self.folder.start(self.given_cfg.to_dict())
             # On resume, drop events a stopped run may have logged after its checkpoint.
             self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
             self.writer.hyperparameters(self.cfg.to_dict())
-        world = self.dist.world_size
-        for note in self.notices():
-            self.say(note)
-        if self.schedule_note:
-            self.say(self.schedule_note)
+        notes = schedule_notices(tc) + [self.schedule_note]
         if self.changed_on_resume:
-            self.say("note: resuming with changed settings: " + "; ".join(self.changed_on_resume))
-        self.say(
+            notes.append(
+                "note: resuming with changed settings: " + "; ".join(self.changed_on_resume)
+            )
+        for note in filter(None, notes):
+            self.console.say(note)
+        self.console.say(
             f"training on {self.device}"
-            + (f" x {world} processes" if world > 1 else "")
+            + (f" x {dist.world_size} processes" if dist.enabled else "")
             + f": {self.model.num_params() / 1e6:.2f} M parameters (without position "
             f"embeddings), vocab {cfg.model.vocab_size}, global batch {tc.batch_size} x "
-            f"{tc.gradient_accumulation_steps} accumulation x {world} ranks = "
+            f"{tc.gradient_accumulation_steps} accumulation x {dist.world_size} ranks = "
             f"{self.tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> {self.out_dir}"
         )
         if tc.compile:
-            self.say("compiling the model (torch.compile): the first step takes a while")
-        self.started = time.perf_counter()
-        last_log_time, last_log_step = self.started, start
+            self.console.say("compiling the model (torch.compile): the first step takes a while")
+        started = last_log_time = time.perf_counter()
+        last_log_step = start
         self.model.train()
         try:
             with StopRequest() as stop:
                 for step in range(start, tc.max_iters):
-                    if self.stop_agreed(stop):
-                        result.interrupted = True
-                        result.signal = stop.signum
+                    if stop.agreed(dist, step, tc.log_interval, self.device):
+                        result.interrupted, result.signal = True, stop.signum
                         break
-                    loss_sum, grad_norm, lr = self.train_step(step)
+                    loss, grad_norm, lr = self.train_step(step)
                     result.iter_num = step + 1
                     if step == start:  # compiling and warm-up stay out of the bar's estimate
                         self.console.start(step, tc.max_iters)
                     fields = None
                     if result.iter_num % tc.log_interval == 0:
+                        self.nonfinite.check(dist, self.out_dir / CKPT_NAME)
+                        # With the check above, the only host-device syncs per interval.
+                        loss = (all_reduce(loss.clone(), dist) / dist.world_size).item()
                         now = time.perf_counter()
-                        steps = result.iter_num - last_log_step
-                        rate = self.tokens_per_iter * steps / (now - last_log_time)
-                        fields = self.log_step(loss_sum, grad_norm, lr, rate)
+                        rate = self.tokens_per_iter * (result.iter_num - last_log_step)
+                        rate /= now - last_log_time
                         last_log_time, last_log_step = now, result.iter_num
+                        result.losses[result.iter_num] = loss
+                        if dist.is_main:
+                            self.writer.training_step(
+                                result.iter_num, loss, lr, float(grad_norm), rate
+                            )
+                        fields = {"loss": f"{loss:.4f}", "lr": f"{lr:.2e}", "tok/s": f"{rate:,.0f}"}
                     self.console.step(result.iter_num, fields)
                     if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
-                        self.evaluate_and_save()
+                        self.evaluate_and_save(started)
                         # Keep evaluation time out of the next tokens/s figure.
                         last_log_time, last_log_step = time.perf_counter(), result.iter_num
                 if result.interrupted:
                     stop.saving = True  # a further Ctrl-C must not cut the save short
                     self.save()
-                    self.say(
+                    self.console.say(
                         f"interrupted at step {result.iter_num}; checkpoint saved to "
                         f"{self.out_dir / CKPT_NAME}. Resume with the same command plus "
                         "train.resume=true"
@@ -549,6 +324,15 @@ class Trainer:
                 self.writer.close()
             self.close()
         return result
+
+    def close(self, started: bool = True) -> None:
+        """Release the run folder (its lock is also released when the process ends;
+        ``started=False`` after a failed start also removes what the start created)
+        and, under DDP, the DistributedDataParallel wrapper, whose gradient reducer
+        must be gone before the process group is destroyed."""
+        self.folder.release(started)
+        if isinstance(getattr(self, "train_model", None), DistributedDataParallel):
+            self.train_model = self.fast_model
 
 
 def train(cfg: RunConfig) -> TrainResult:

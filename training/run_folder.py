@@ -17,6 +17,8 @@ runs, or a new run and an old one, from spoiling each other's files.
 
 from pathlib import Path
 
+import yaml
+
 from training.config import ConfigError
 
 CKPT_NAME = "ckpt.pt"  # latest state, for resuming
@@ -112,12 +114,16 @@ class RunFolder:
             ) from None
         return lock
 
-    def replace_earlier_run(self) -> None:
-        """With train.overwrite on a new run, delete the earlier run's files (called
-        once the new run's input has been checked)."""
+    def start(self, given_config: dict) -> None:
+        """Called once the run's input has been checked and training begins: with
+        train.overwrite on a new run, delete the earlier run's files; then write
+        config.yaml, the config as given (``RunConfig.to_dict()``)."""
         if self.overwrite and self.resume_path is None:
             for old in run_files(self.out_dir):
                 old.unlink()
+        (self.out_dir / CONFIG_NAME).write_text(
+            yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
 
     def release(self, started: bool = True) -> None:
         """Let go of the lock. If the run never started (bad input), also remove the

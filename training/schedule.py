@@ -113,3 +113,20 @@ def resolve_schedule_length(cfg, saved_length: int | None, start: int) -> tuple[
         f"{saved_length}: the learning rate goes from {lr_then:.2e} at step {start} to "
         f"{lr_next:.2e} at step {start + 1}"
     )
+
+
+def schedule_notices(cfg) -> list[str]:
+    """Things about the schedule a user may not expect, to say once at the start
+    (``cfg``: TrainConfig with lr_decay_iters resolved)."""
+    if cfg.warmup_iters >= cfg.max_iters:
+        return [
+            f"note: train.warmup_iters={cfg.warmup_iters} >= train.max_iters="
+            f"{cfg.max_iters}: the learning rate never reaches train.learning_rate"
+        ]
+    if cfg.lr_decay_iters > cfg.max_iters:
+        return [
+            f"note: the learning-rate schedule runs to train.lr_decay_iters="
+            f"{cfg.lr_decay_iters}, past train.max_iters={cfg.max_iters}; this run stops "
+            f"before the decay ends (set train.lr_decay_iters={cfg.max_iters} to finish it)"
+        ]
+    return []

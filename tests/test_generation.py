@@ -1,0 +1,212 @@
+"""Generation (model/generation.py): KV-cache parity with the full forward pass, the
+sliding window past block_size, determinism, streaming, and argument checks."""
+
+import pytest
+import torch
+
+from conftest import sharp_model
+from model.generation import sliding_window_keep
+from model.kv_cache import KVCache
+from model.sampling import SamplingError
+
+BLOCK = 16
+VOCAB = 20
+
+
+def make_model(block_size=BLOCK, vocab_size=VOCAB, seed=0, std=0.3):
+    return sharp_model(vocab_size, block_size, seed, std)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_model()
+
+
+# --- KV cache parity ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prompt_len", [1, 5, BLOCK - 1, BLOCK])
+def test_cached_logits_equal_full_forward_at_every_step(model, prompt_len):
+    torch.manual_seed(1)
+    idx = torch.randint(0, VOCAB, (3, BLOCK))
+    worst = 0.0
+    with torch.no_grad():
+        cache = KVCache.for_model(model, batch_size=3)
+        cached, _ = model(idx[:, :prompt_len], cache=cache)
+        full, _ = model(idx[:, :prompt_len])
+        worst = (cached - full).abs().max().item()
+        for t in range(prompt_len, BLOCK):
+            cached, _ = model(idx[:, t : t + 1], cache=cache)
+            full, _ = model(idx[:, : t + 1])
+            assert cached.shape == (3, 1, VOCAB)
+            worst = max(worst, (cached[:, -1] - full[:, -1]).abs().max().item())
+    assert cache.length == BLOCK
+    assert full.std().item() > 0.3  # logits vary by 1000s of times the tolerance
+    assert worst <= 1e-4
+
+
+def test_chunked_prefill_after_cached_positions_is_causal(model):
+    """Several new positions after cached ones (the bottom-right causal mask)."""
+    torch.manual_seed(2)
+    idx = torch.randint(0, VOCAB, (2, BLOCK))
+    with torch.no_grad():
+        cache = KVCache.for_model(model, batch_size=2)
+        model(idx[:, :4], cache=cache)
+        chunk, _ = model(idx[:, 4:11], cache=cache)
+        full, _ = model(idx[:, :11])
+    assert (chunk - full[:, 4:11]).abs().max().item() <= 1e-4
+
+
+def test_cache_refuses_overflow_attention_weights_and_autograd(model):
+    idx = torch.zeros(1, 10, dtype=torch.long)
+    with torch.no_grad():
+        cache = KVCache.for_model(model, batch_size=1)
+        model(idx, cache=cache)
+        with pytest.raises(ValueError, match="block_size"):
+            model(idx, cache=cache)  # 10 + 10 > 16
+        with pytest.raises(ValueError, match="return_attention"):
+            model(idx[:, :1], return_attention=True, cache=cache)
+    with pytest.raises(RuntimeError, match="inference"):
+        model(idx, cache=KVCache.for_model(model, batch_size=1))
+
+
+# --- generation with and without the cache -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"temperature": 1.0},
+        {"temperature": 0.8, "top_k": 5},
+        {"temperature": 1.2, "top_p": 0.9},
+        {"temperature": 0},
+    ],
+)
+def test_cache_gives_the_no_cache_tokens_inside_block_size(model, kwargs):
+    prompt = torch.randint(0, VOCAB, (4, 3), generator=torch.Generator().manual_seed(3))
+    new = BLOCK + 1 - 3  # the last token is predicted from a full block_size context
+    outs = [
+        model.generate(
+            prompt, new, **kwargs, generator=torch.Generator().manual_seed(9), use_cache=c
+        )
+        for c in (True, False)
+    ]
+    assert outs[0].shape == (4, 3 + new)
+    assert torch.equal(outs[0][:, :3], prompt)
+    assert torch.equal(outs[0], outs[1])
+
+
+def reference_sliding_window(model, prompt, new):
+    """Greedy decoding of the documented strategy, without a cache: predict from the
+    tokens in the window; when it holds block_size tokens, the next token joins the
+    last keep - 1 of them."""
+    block_size = model.config.block_size
+    keep = sliding_window_keep(block_size)
+    window = prompt[:, -block_size:]
+    tokens = []
+    with torch.no_grad():
+        for _ in range(new):
+            token = model(window)[0][:, -1].argmax(-1, keepdim=True)
+            tokens.append(token)
+            window = torch.cat([window, token], 1)
+            if window.size(1) > block_size:
+                window = window[:, -keep:]
+    return torch.cat([prompt, *tokens], 1)
+
+
+@pytest.mark.parametrize("block_size, prompt_len", [(16, 3), (16, 40), (5, 2), (1, 1)])
+def test_sliding_window_past_block_size_follows_the_documented_strategy(block_size, prompt_len):
+    model = make_model(block_size=block_size)
+    prompt = torch.randint(0, VOCAB, (2, prompt_len), generator=torch.Generator().manual_seed(4))
+    new = 3 * block_size + 7
+    greedy = model.generate(prompt, new, temperature=0)
+    assert torch.equal(greedy, reference_sliding_window(model, prompt, new))
+
+
+def test_sliding_window_is_deterministic_with_a_seed(model):
+    prompt = torch.zeros(3, 2, dtype=torch.long)
+
+    def run(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return model.generate(prompt, 5 * BLOCK, top_k=10, top_p=0.95, generator=gen)
+
+    a, b, c = run(1), run(1), run(2)
+    assert a.shape == (3, 2 + 5 * BLOCK)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_greedy_is_deterministic_and_uses_no_randomness(model):
+    prompt = torch.tensor([[1, 2, 3]])
+    a = model.generate(prompt, 30, temperature=0, generator=torch.Generator().manual_seed(1))
+    b = model.generate(prompt, 30, temperature=0, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(a, b)
+    assert len(set(a[0, 3:].tolist())) > 1  # not a degenerate constant output
+
+
+def test_stream_yields_the_steps_of_generate(model):
+    prompt = torch.tensor([[1, 2], [3, 4]])
+    steps = list(model.generate_stream(prompt, 25, generator=torch.Generator().manual_seed(5)))
+    assert len(steps) == 25 and all(s.shape == (2, 1) for s in steps)
+    whole = model.generate(prompt, 25, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(torch.cat([prompt, *steps], 1), whole)
+    steps[0][0, 0] = 0  # ordinary tensors, not read-only inference tensors
+    assert model.generate(prompt, 0).shape == (2, 2)
+
+
+# --- argument checks -----------------------------------------------------------------
+
+BAD_ARGUMENTS = [
+    ({"temperature": -1.0}, "temperature"),
+    ({"temperature": float("nan")}, "temperature"),
+    ({"top_k": 0}, "top_k"),
+    ({"top_k": -3}, "top_k"),
+    ({"top_k": 2.5}, "top_k"),
+    ({"top_p": 0.0}, "top_p"),
+    ({"top_p": -0.1}, "top_p"),
+    ({"top_p": 1.5}, "top_p"),
+    ({"top_p": float("nan")}, "top_p"),
+    ({"max_new_tokens": -1}, "max_new_tokens"),
+    ({"max_new_tokens": 2.5}, "max_new_tokens"),
+    ({"generator": "seed 1"}, "generator"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_ARGUMENTS)
+def test_bad_arguments_are_named_before_any_model_work(monkeypatch, kwargs, message):
+    model = make_model()
+
+    def no_model_work(*args, **kw):
+        raise AssertionError("the model ran before the arguments were checked")
+
+    monkeypatch.setattr(model, "forward", no_model_work)
+    args = {"max_new_tokens": 3, **kwargs}
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    with pytest.raises(ValueError, match=message):
+        model.generate_stream(prompt, **args)  # raises on the call, not on iteration
+    with pytest.raises(ValueError, match=message):
+        model.generate(prompt, **args)
+
+
+def test_empty_prompt_is_rejected(model):
+    with pytest.raises(ValueError, match="prompt"):
+        model.generate(torch.zeros(1, 0, dtype=torch.long), 3)
+
+
+def multinomial_returning(vocab_size):
+    """A stand-in for torch.multinomial that returns an id outside the vocabulary, as
+    some backends do."""
+
+    def draw(probs, num_samples, generator=None):
+        return torch.full((probs.size(0), num_samples), vocab_size, dtype=torch.long)
+
+    return draw
+
+
+def test_out_of_vocabulary_draw_is_named_where_it_is_drawn(model, monkeypatch):
+    monkeypatch.setattr(torch, "multinomial", multinomial_returning(VOCAB))
+    prompt = torch.zeros(2, 3, dtype=torch.long)
+    for use_cache in (True, False):
+        with pytest.raises(SamplingError, match=f"token id {VOCAB}, outside the vocabulary"):
+            model.generate(prompt, 5, temperature=1.0, use_cache=use_cache)
+    # Greedy decoding draws nothing and is unaffected.
+    assert model.generate(prompt, 5, temperature=0).shape == (2, 8)

@@ -1,0 +1,201 @@
+"""sample.py: streaming, batches with stop strings, prompt files, argument errors named
+as flags, closed pipes, an out-of-vocabulary draw; and bench/sample_speed.py."""
+
+import dataclasses
+import io
+import math
+import runpy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import sample
+from conftest import ROOT, sharp_model
+from model import GPT
+from training.checkpoint import save_checkpoint
+
+SEPARATOR = "\n" + "-" * 40 + "\n"
+
+# --- sample.py -----------------------------------------------------------------------
+
+CHARS = list("\n abc새가하늘을")
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory):
+    """A hand-built checkpoint: random weights over a small vocabulary that includes
+    newline and Korean characters."""
+    model = sharp_model(vocab_size=len(CHARS), seed=5, std=0.2)
+    folder = tmp_path_factory.mktemp("run")
+    payload = {
+        "model": model.state_dict(),
+        "model_config": dataclasses.asdict(model.config),
+        "vocab": sorted(CHARS),
+    }
+    save_checkpoint(payload, folder / "ckpt.pt")
+    return folder
+
+
+def run_main(capsys, folder, *args):
+    code = sample.main(["--out-dir", str(folder), "--device", "cpu", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def samples_of(out):
+    """Split sample.py's output into its samples (each is printed with a newline)."""
+    parts = out.split(SEPARATOR)
+    assert all(p.endswith("\n") for p in parts)
+    return [p[:-1] for p in parts]
+
+
+def truncate_at(text, prompt, stop):
+    """The prompt, then the generated text up to the first stop (which is dropped)."""
+    generated = text[len(prompt) :]
+    cut = generated.find(stop)
+    return prompt + (generated if cut < 0 else generated[:cut])
+
+
+def test_cli_stream_prints_the_same_text_as_no_stream(capsys, checkpoint_dir):
+    common = ["--prompt", "ab", "--max-new-tokens", "80", "--seed", "3"]
+    for extra in ([], ["--stop", "a b", "--top-p", "0.9"]):
+        _, streamed, _ = run_main(capsys, checkpoint_dir, *common, *extra, "--stream")
+        code, whole, err = run_main(capsys, checkpoint_dir, *common, *extra, "--no-stream")
+        assert code == 0, err
+        assert streamed == whole and whole.startswith("ab")
+    assert len(samples_of(run_main(capsys, checkpoint_dir, *common)[1])[0]) == 2 + 80
+
+
+def test_cli_stream_writes_while_generating(monkeypatch, checkpoint_dir):
+    events = []
+    original = GPT.generate_stream
+
+    def spy(self, *args, **kwargs):
+        for step in original(self, *args, **kwargs):
+            events.append("step")
+            yield step
+
+    class Recorder(io.StringIO):
+        def write(self, text):
+            events.append("write")
+            return super().write(text)
+
+    monkeypatch.setattr(GPT, "generate_stream", spy)
+    monkeypatch.setattr(sys, "stdout", Recorder())
+    args = ["--out-dir", str(checkpoint_dir), "--device", "cpu", "--max-new-tokens", "5"]
+    assert sample.main([*args, "--prompt", "a"]) == 0
+    assert events == ["write"] + ["step", "write"] * 5 + ["write"]  # prompt, chars, "\n"
+
+
+def test_cli_stop_sequences_end_each_sample_of_a_batch(capsys, checkpoint_dir):
+    common = ["--prompt", "새", "--max-new-tokens", "150", "--num-samples", "4", "--seed", "1"]
+    code, out, err = run_main(capsys, checkpoint_dir, *common)
+    assert code == 0, err
+    free = samples_of(out)
+    assert len(free) == 4 and all(len(s) == 151 for s in free)
+    for stop, argument in (("\n\n", r"\n\n"), ("하늘", "하늘"), ("a\n", r"a\n")):
+        expected = [truncate_at(s, "새", stop) for s in free]
+        assert any(e != s for e, s in zip(expected, free, strict=True))  # a stop occurred
+        code, out, err = run_main(capsys, checkpoint_dir, *common, "--stop", argument)
+        assert code == 0, err
+        assert samples_of(out) == expected
+    # Two stops: each sample ends at whichever comes first.
+    code, out, _ = run_main(capsys, checkpoint_dir, *common, "--stop", "하늘", "--stop", "ab")
+    first = [min(truncate_at(s, "새", "하늘"), truncate_at(s, "새", "ab"), key=len) for s in free]
+    assert samples_of(out) == first
+
+
+def test_cli_prompt_file_is_read_as_utf8(capsys, checkpoint_dir, tmp_path):
+    good = tmp_path / "prompt.txt"
+    good.write_bytes("\ufeff하늘을\r\nab".encode())
+    code, out, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(good))
+    assert code == 0, err
+    assert out.startswith("하늘을\nab")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ab\xff")
+    code, _, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(bad))
+    assert code == 2 and "--prompt-file" in err and "byte offset 2" in err
+    code, _, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(tmp_path / "none"))
+    assert code == 2 and "--prompt-file" in err
+    with pytest.raises(SystemExit) as exit_info:
+        sample.main(["--prompt", "a", "--prompt-file", str(good)])
+    assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--temperature", "-1"], "--temperature"),
+        (["--top-k", "0"], "--top-k"),
+        (["--top-p", "0"], "--top-p"),
+        (["--top-p", "1.5"], "--top-p"),
+        (["--top-p", "nan"], "--top-p"),
+        (["--max-new-tokens", "-1"], "--max-new-tokens"),
+        (["--num-samples", "0"], "--num-samples"),
+        (["--seed", str(2**64)], "--seed"),
+        (["--stop", ""], "--stop"),
+        (["--stop", r"\U00110000"], "--stop"),
+        (["--stream", "--num-samples", "2"], "--stream"),
+    ],
+)
+def test_cli_bad_arguments_are_named_before_loading(capsys, tmp_path, args, message):
+    code, out, err = run_main(capsys, tmp_path / "no_such_run", *args)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err
+    assert "checkpoint" not in err and "Traceback" not in err
+
+
+def test_cli_stop_with_unknown_characters_is_an_error(capsys, checkpoint_dir):
+    code, _, err = run_main(capsys, checkpoint_dir, "--stop", "xa")
+    assert code == 2 and "--stop" in err and "'x' (U+0078) at position 0" in err
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
+    cmd = [sys.executable, str(ROOT / "sample.py"), "--out-dir", str(checkpoint_dir)]
+    cmd += ["--device", "cpu", "--prompt", "a"]
+    if stream:  # `| head -c 20`: the reader leaves while characters are being streamed
+        cmd += ["--max-new-tokens", "1000000"]
+    else:  # the reader is gone before the batch is printed
+        cmd += ["--max-new-tokens", "50", "--num-samples", "3"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    if stream:
+        assert len(proc.stdout.read(20)) == 20
+    proc.stdout.close()
+    code = proc.wait(timeout=60)  # a million characters would take far longer
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert code == 0 and err == ""
+
+
+# --- benchmark script ----------------------------------------------------------------
+
+
+def test_benchmark_script_runs_and_prints_a_table(capsys):
+    bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
+    bench["main"](["--models", "cpu", "--batch-sizes", "1,2", "--new-tokens", "3"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4 layers")]
+    assert len(rows) == 2
+    for row in rows:
+        speedup = row.split("|")[-2].strip()
+        assert speedup.endswith("x") and math.isfinite(float(speedup[:-1]))
+
+
+def multinomial_returning(vocab_size):
+    """A stand-in for torch.multinomial that returns an id outside the vocabulary, as
+    some backends do."""
+
+    def draw(probs, num_samples, generator=None):
+        return torch.full((probs.size(0), num_samples), vocab_size, dtype=torch.long)
+
+    return draw
+
+
+def test_cli_reports_an_out_of_vocabulary_draw(capsys, checkpoint_dir, monkeypatch):
+    monkeypatch.setattr(torch, "multinomial", multinomial_returning(len(CHARS)))
+    code, _, err = run_main(capsys, checkpoint_dir, "--prompt", "ab", "--max-new-tokens", "3")
+    assert code == 1
+    assert f"error: the sampler drew token id {len(CHARS)}, outside the vocabulary" in err
+    assert "Traceback" not in err
