@@ -22,6 +22,7 @@ from data.tokenizer import CharTokenizer
 from viz.attention_server import (
     DATA_CLOSE,
     DATA_OPEN,
+    PAGE_TEMPLATE,
     AttentionExplorer,
     ExplorerServer,
     next_char_probabilities,
@@ -191,7 +192,12 @@ def test_the_server_serves_the_page_and_nothing_from_the_file_system(run):
     assert reply.startswith("HTTP/1.0 404") and "root:" not in reply
 
 
-def test_user_text_cannot_end_the_data_block():
+def test_user_text_never_becomes_html():
+    # The page inserts text with textContent only: no API that parses a string as HTML.
+    script = PAGE_TEMPLATE.read_text(encoding="utf-8")
+    for parser in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert parser not in script
+    # And the embedded JSON cannot close its <script> block early.
     info = {
         "name": "x",
         "n_layer": 1,
@@ -271,6 +277,8 @@ def test_serve_prints_its_address_and_stops_cleanly_on_ctrl_c(tmp_path, capsys):
         threading.Thread(target=browse_then_press_ctrl_c, daemon=True).start()
         argv = ["--checkpoint", str(path), "--serve", "--port", str(port), "--device", "cpu"]
         assert explore_attention.main(argv) == 0
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped main(): the user would see a traceback")
     finally:
         signal.signal(signal.SIGINT, previous)
     out = capsys.readouterr()
