@@ -45,7 +45,7 @@ def run(tmp_path):
     server = ExplorerServer(
         ("127.0.0.1", 0), AttentionExplorer(model, CharTokenizer(VOCAB), str(path))
     )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield model, path, server.url
     server.shutdown()

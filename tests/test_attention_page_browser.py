@@ -31,7 +31,7 @@ def test_served_page_in_a_browser(page, tmp_path):
     model = save_sharp_checkpoint(tmp_path / "ckpt.pt")
     explorer = AttentionExplorer(model, CharTokenizer(VOCAB), "sharp")
     server = ExplorerServer(("127.0.0.1", 0), explorer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         done = BENCH["check_page"](page, server.url, explorer, PROMPT)
     finally:
@@ -40,7 +40,7 @@ def test_served_page_in_a_browser(page, tmp_path):
     assert len(done) == 8
     shot = tmp_path / "page.png"
     server = ExplorerServer(("127.0.0.1", 0), explorer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         assert BENCH["screenshot"](page, server.url, PROMPT, shot, head=1, row=4) > 10_000
     finally:
