@@ -3,12 +3,20 @@
     python explore_attention.py --out-dir runs/korean --prompt "새가 하늘을 날았다"
     python explore_attention.py --out-dir runs/shakespeare_char_cpu \\
         --prompt "To be, or not to be" --layer 0 --head 2
+    python explore_attention.py --out-dir runs/korean --serve       # a page to click through
+    python explore_attention.py --out-dir runs/korean --prompt "새가 하늘을" \\
+        --html runs/korean/attention.html                            # the page as one file
 
 Prints the attention weights of one layer, for one head or the average of its heads,
 as a table: rows are the current character, columns the characters it attends to,
 each row sums to 1, and the masked future is blank. Writes a PNG grid of heatmaps,
 every layer (down) by every head (across), with the characters on the axes.
 The weights are the model's own, from model/attention.py's explicit_attention.
+
+--serve starts a local web page instead (viz/attention_server.py): type a prompt, pick a
+layer and head, click a character to compare the heads, see the next-character
+distribution at any temperature and append a character to continue. --html FILE writes
+that page for --prompt as one self-contained file (no server, no network).
 """
 
 import argparse
@@ -23,6 +31,7 @@ from training import CheckpointError, load_checkpoint, model_from_checkpoint
 from training.config import ConfigError
 from training.device import resolve_device
 from viz.attention_plot import attention_grid_figure
+from viz.attention_server import AttentionExplorer, ExplorerServer, render_page
 from viz.attention_table import format_attention_table
 from viz.attention_weights import prompt_attention, select_head
 
@@ -50,7 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_checkpoint_arguments(p)
-    p.add_argument("--prompt", required=True, help="text to look at (at most block_size chars)")
+    p.add_argument(
+        "--prompt",
+        default=None,
+        help="text to look at (at most block_size chars); with --serve optional: the page asks",
+    )
     p.add_argument(
         "--layer", type=int, default=-1, help="layer of the table, 0-based (default -1: last)"
     )
@@ -66,20 +79,80 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dpi", type=int, default=150, help="PNG resolution, dots per inch")
     p.add_argument("--decimals", type=int, default=2, help="digits after the point in the table")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    p.add_argument("--html", default=None, help="also write the web page for --prompt to this file")
+    p.add_argument("--serve", action="store_true", help="serve the web page until Ctrl-C")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address --serve listens on (default 127.0.0.1: this machine only; 0.0.0.0 "
+        "shows the model to the whole network)",
+    )
+    p.add_argument("--port", type=int, default=8000, help="--serve's port (0: any free port)")
     return p
 
 
+def check_modes(args: argparse.Namespace) -> None:
+    """The flags that do not depend on the model.
+
+    Raises:
+        ValueError: naming the flag to change.
+    """
+    if args.dpi <= 0 or args.decimals < 0:
+        raise ValueError("--dpi must be > 0 and --decimals >= 0")
+    if args.prompt is None and not args.serve:
+        raise ValueError("--prompt is required (with --serve it is optional: the page asks)")
+    if args.serve and args.html:
+        raise ValueError("--html writes the page for one prompt without a server; drop --serve")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be in 0..65535 (0: any free port), got {args.port}")
+
+
+def open_server(
+    host: str, port: int, explorer: AttentionExplorer, prompt: str | None
+) -> ExplorerServer:
+    """Bind the page's server (not yet answering: see `serve`).
+
+    Raises:
+        ValueError: if the address cannot be bound (port in use, unknown host), or
+            ``prompt`` cannot be shown (the page's message).
+    """
+    try:
+        return ExplorerServer((host, port), explorer, prompt)
+    except OSError as e:
+        raise ValueError(
+            f"cannot listen on {host}:{port} ({e.strerror or e}); "
+            "pick another --port (0: any free port) or --host"
+        ) from None
+
+
+def serve(server: ExplorerServer) -> int:
+    """Answer the page's requests until Ctrl-C; returns the exit status (0)."""
+    print(f"attention explorer for {server.explorer.name} at {server.url}", flush=True)
+    print("open it in a browser; Ctrl-C stops the server", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+    finally:
+        server.server_close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the table, write the PNG; returns the exit status (2 on bad input)."""
+    """Print the table, write the PNG (and --html), or --serve the page until Ctrl-C;
+    returns the exit status (2 on bad input)."""
     args = build_parser().parse_args(argv)
     if hasattr(sys.stdout, "reconfigure"):  # a console without Hangul prints '?', not a crash
         sys.stdout.reconfigure(errors="replace")
     try:
-        if args.dpi <= 0 or args.decimals < 0:
-            raise ValueError("--dpi must be > 0 and --decimals >= 0")
+        check_modes(args)
         device = resolve_device(args.device)
         path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
         model, tokenizer = model_from_checkpoint(load_checkpoint(path, map_location=device), path)
+        explorer = AttentionExplorer(model.to(device), tokenizer, str(path))
+        if args.serve:  # a --prompt is the page's first; one too long is cropped there
+            return serve(open_server(args.host, args.port, explorer, args.prompt))
+        args.prompt = tokenizer.normalize(args.prompt)  # the characters the model reads
         block_size = model.config.block_size
         if not 1 <= len(args.prompt) <= block_size:
             raise ValueError(
@@ -94,13 +167,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     n_layer, n_head = weights.shape[:2]
-    # The picture first: a reader that stops reading the table (| head) must not cost it.
+    # The files first: a reader that stops reading the table (| head) must not cost them.
     png = Path(args.png) if args.png else Path(args.out_dir) / "attention.png"
     png.parent.mkdir(parents=True, exist_ok=True)
     fig = attention_grid_figure(
         weights[png_layers], args.prompt, layers=png_layers, title=f"{path}: {args.prompt!r}"
     )
     fig.savefig(png, dpi=args.dpi)
+    if args.html:
+        html = Path(args.html)
+        html.parent.mkdir(parents=True, exist_ok=True)
+        page = render_page(explorer.model_info(), explorer.explain(args.prompt), served=False)
+        html.write_text(page, encoding="utf-8")
     which = f"head {args.head}" if args.head is not None else f"average of {n_head} heads"
     rows = f"{len(png_layers)} layer" + ("s" if len(png_layers) != 1 else "")
     try:
@@ -108,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         print("rows: current character; columns: the characters it attends to; blank: future")
         print(format_attention_table(table, args.prompt, args.decimals))
         print(f"wrote {png}: {rows} x {n_head} heads", flush=True)
+        if args.html:
+            print(f"wrote {args.html}: open it in a browser (no server needed)", flush=True)
     except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
         sys.stdout = None
     return 0

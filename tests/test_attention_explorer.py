@@ -36,8 +36,8 @@ def sharp_model() -> GPT:
     return model.eval()
 
 
-@pytest.fixture
-def checkpoint(tmp_path):
+def save_sharp_checkpoint(path) -> GPT:
+    """Write `sharp_model` (vocabulary VOCAB) as a checkpoint at ``path``; returns the model."""
     model = sharp_model()
     payload = {
         "model": model.state_dict(),
@@ -47,9 +47,14 @@ def checkpoint(tmp_path):
         "iter_num": 0,
         "best_val_loss": math.inf,
     }
-    path = tmp_path / "ckpt.pt"
     save_checkpoint(payload, path)
-    return model, path
+    return model
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    return save_sharp_checkpoint(path), path
 
 
 def ids_of(text: str) -> torch.Tensor:

@@ -10,7 +10,6 @@ import torch
 from model import GPT
 
 
-@torch.no_grad()
 def prompt_attention(model: GPT, ids: torch.Tensor) -> torch.Tensor:
     """Attention weights of every layer and head for one prompt.
 
@@ -28,17 +27,39 @@ def prompt_attention(model: GPT, ids: torch.Tensor) -> torch.Tensor:
     Raises:
         ValueError: if ids is not 1-D, is empty, or is longer than block_size.
     """
+    return attention_and_next_logits(model, ids)[0]
+
+
+@torch.no_grad()
+def attention_and_next_logits(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward pass over a prompt: every layer's attention weights, and the logits
+    of the character that would come next.
+
+    Runs in eval mode (no dropout) and restores the model's previous mode.
+
+    Args:
+        model: a GPT.
+        ids: (T,) int64 token ids of the prompt, 1 <= T <= block_size.
+
+    Returns:
+        ``(weights, logits)``: weights as in `prompt_attention`, (n_layer, n_head, T, T)
+        float32 on the CPU; logits (vocab_size,) float32 on the CPU, the last
+        position's unnormalised log-probabilities of the next character.
+
+    Raises:
+        ValueError: if ids is not 1-D, is empty, or is longer than block_size.
+    """
     if ids.dim() != 1 or ids.numel() == 0:
         raise ValueError(f"ids must be a non-empty 1-D tensor, got shape {tuple(ids.shape)}")
     was_training = model.training
     model.eval()
     try:
         device = next(model.parameters()).device
-        _, _, weights = model(ids.to(device).unsqueeze(0), return_attention=True)
+        logits, _, weights = model(ids.to(device).unsqueeze(0), return_attention=True)
     finally:
         model.train(was_training)
     # Each layer gives (1, n_head, T, T); stack the layers, drop the batch dimension.
-    return torch.stack([w[0] for w in weights]).float().cpu()
+    return torch.stack([w[0] for w in weights]).float().cpu(), logits[0, -1].float().cpu()
 
 
 def select_head(weights: torch.Tensor, layer: int, head: int | None = None) -> torch.Tensor:

@@ -1,0 +1,377 @@
+"""The attention explorer's page in a real browser: headless Chromium driven by selenium.
+
+    python bench/attention_page_browser.py --out-dir runs/korean_small \\
+        --prompt "새가 하늘을 날았다" --screenshot runs/attention_page.png
+
+Serves the run's checkpoint on a free port of 127.0.0.1 (as `explore_attention.py
+--serve` does), opens the page, types the prompt and checks what a learner sees: a table
+with one row per character holding the CLI's numbers, a head button that changes it, a
+clicked row compared across the heads, next-character probabilities equal to
+softmax(logits / temperature), "append" continuing the prompt, and a bad prompt shown as
+a message (as text, not HTML). Prints one line per check; exits 1 if one fails. With
+--screenshot it then writes a PNG of the page (palette colours, to keep it small).
+
+Needs Chromium, its driver and selenium; on Debian or Ubuntu:
+
+    apt-get install -y chromium chromium-driver fonts-nanum    # fonts-nanum: Hangul
+    python -m venv --system-site-packages /work/venv-browser
+    /work/venv-browser/bin/pip install selenium
+
+Without them it says what is missing and exits 0. tests/test_attention_page_browser.py
+runs the same checks on a tiny model (and skips where the browser is missing).
+docs/attention_page.png was made with this script (see README.md, "Look inside").
+"""
+
+import argparse
+import io
+import math
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402  (needs the path above)
+
+from viz.attention_server import AttentionExplorer, ExplorerServer  # noqa: E402
+from viz.attention_table import format_attention_table  # noqa: E402
+from viz.attention_weights import select_head  # noqa: E402
+
+WAIT_SECONDS = 20
+# Python's own rounding, which the CLI's table uses; the page must print the same.
+ROUNDING_PROBES = [0.0, 1.0, 0.125, 0.375, 0.625, 0.875, 0.005, 0.015, 0.994999, 0.995, 1 / 3]
+
+
+def browser_missing() -> str | None:
+    """Why the browser checks cannot run here (None when they can)."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install selenium)"
+    if chromium_paths() is None:
+        return (
+            "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)"
+        )
+    return None
+
+
+def chromium_paths() -> tuple[str, str] | None:
+    """(browser, driver) executables found on PATH, or None."""
+    browser = next(
+        (
+            p
+            for name in ("chromium", "chromium-browser", "google-chrome")
+            if (p := shutil.which(name))
+        ),
+        None,
+    )
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def hangul_fonts() -> list[str]:
+    """Font families fontconfig says cover Korean (what Chromium can draw Hangul with)."""
+    try:
+        listed = subprocess.run(
+            ["fc-list", ":lang=ko", "family"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return sorted({line.split(",")[0].strip() for line in listed.splitlines() if line.strip()})
+
+
+def open_browser(width: int = 1200, height: int = 1000):
+    """A headless Chromium session (selenium WebDriver) with a window of width x height px.
+
+    Raises:
+        RuntimeError: if Chromium or its driver is missing.
+    """
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    paths = chromium_paths()
+    if paths is None:
+        raise RuntimeError(browser_missing())
+    options = webdriver.ChromeOptions()
+    options.binary_location = paths[0]
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)  # --no-sandbox: Chromium refuses to run as root without it
+    options.add_argument(f"--window-size={width},{height}")
+    options.add_argument("--lang=en-US")
+    return webdriver.Chrome(options=options, service=Service(executable_path=paths[1]))
+
+
+class Page:
+    """The explorer page open in a WebDriver session: what a learner does, and reads."""
+
+    def __init__(self, driver):
+        self.driver = driver
+
+    def find(self, css: str):
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def find_all(self, css: str) -> list:
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_elements(By.CSS_SELECTOR, css)
+
+    def wait_for(self, condition, what: str):
+        """Wait up to WAIT_SECONDS for ``condition(driver)`` to be truthy.
+
+        Raises:
+            AssertionError: naming ``what`` if it never is.
+        """
+        from selenium.common.exceptions import TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        try:
+            return WebDriverWait(self.driver, WAIT_SECONDS).until(condition)
+        except TimeoutException:
+            raise AssertionError(f"timed out waiting for {what}") from None
+
+    def open(self, url: str) -> None:
+        self.driver.get(url)
+        self.wait_for(lambda d: self.find("#model").text, "the page to start")
+
+    def show(self, prompt: str) -> None:
+        """Type ``prompt`` into the box (as keystrokes) and press the button."""
+        box = self.find("#prompt")
+        box.clear()
+        box.send_keys(prompt)
+        before = self.message_and_rows()
+        self.find("#show").click()
+        self.wait_for(
+            lambda d: self.message_and_rows() != before and "Computing" not in self.message(),
+            f"the page to answer {prompt!r}",
+        )
+
+    def message(self) -> str:
+        return self.find("#message").text
+
+    def message_and_rows(self) -> tuple:
+        return self.message(), self.table_text()
+
+    def table_text(self) -> str:
+        return self.driver.execute_script(
+            "return document.getElementById('attention-table').textContent"
+        )
+
+    def table_rows(self) -> list[list[str]]:
+        """The shown weights, row by row: the texts of the non-blank cells, sum included."""
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll('#attention-table tbody tr')].map("
+            "  tr => [...tr.querySelectorAll('td')].filter(td => !td.classList.contains('future'))"
+            "  .map(td => td.textContent))"
+        )
+
+    def click(self, css: str) -> None:
+        before = self.table_text() + self.find("#heads-view").text
+        self.find(css).click()
+        self.wait_for(
+            lambda d: self.table_text() + self.find("#heads-view").text != before,
+            f"a click on {css} to change the page",
+        )
+
+    def heads_view(self) -> list[list[str]]:
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll('#heads-view tbody tr')].map("
+            "  tr => [...tr.querySelectorAll('td')].map(td => td.textContent))"
+        )
+
+    def set_temperature(self, value: float) -> None:
+        self.driver.execute_script(
+            "const t = document.getElementById('temperature');"
+            "t.value = arguments[0]; t.dispatchEvent(new Event('input'));",
+            str(value),
+        )
+
+    def next_chars(self) -> list[tuple[str, float]]:
+        """(label, exact probability) of each listed next character, likeliest first."""
+        rows = self.driver.execute_script(
+            "return [...document.querySelectorAll('#next-table tbody tr')].map(tr => "
+            "[tr.querySelector('.char').textContent, tr.querySelector('.probability').title])"
+        )
+        return [(label, float(p)) for label, p in rows]
+
+    def format_fixed(self, values: list[float], decimals: int) -> list[str]:
+        return self.driver.execute_script(
+            "return arguments[0].map(x => formatFixed(x, arguments[1]))", values, decimals
+        )
+
+
+def cli_numbers(explorer: AttentionExplorer, prompt: str, layer: int, head: int | None):
+    """The numbers of the CLI's table (2 decimals), row by row, the row sum last."""
+    result = explorer.explain(prompt)
+    weights = torch.tensor(result["weights"])
+    table = format_attention_table(select_head(weights, layer, head), prompt)
+    # Each row: index, character label (␣ for a space: one word), weights..., sum.
+    return [row.split()[2:] for row in table.splitlines()[2:]]
+
+
+def check_page(page: Page, url: str, explorer: AttentionExplorer, prompt: str) -> list[str]:
+    """Run the checks on the served page; returns one line per check passed.
+
+    Raises:
+        AssertionError: at the first check that fails, saying what was seen.
+    """
+    done = []
+    info = explorer.model_info()
+    last_layer, n_head = info["n_layer"] - 1, info["n_head"]
+    page.open(url)
+    assert page.driver.title == "Attention explorer", page.driver.title
+    assert info["name"] in page.find("#model").text
+    done.append(f"page loads: {page.find('#model').text}")
+
+    page.show(prompt)
+    T = len(prompt)
+    rows = page.table_rows()
+    expected = cli_numbers(explorer, prompt, last_layer, None)
+    assert len(rows) == T and all(len(r) == i + 2 for i, r in enumerate(rows)), rows
+    assert rows == expected, (rows, expected)
+    labels = page.driver.execute_script(
+        "return [...document.querySelectorAll('#attention-table thead th.char')]"
+        ".map(th => th.textContent)"
+    )
+    assert labels == [c if c != " " else "␣" for c in prompt], labels
+    done.append(f"typed {prompt!r}: {T} rows, the CLI's numbers (layer {last_layer}, average)")
+
+    page.click('#heads button[data-value="1"]')
+    head_rows = page.table_rows()
+    assert head_rows == cli_numbers(explorer, prompt, last_layer, 1), head_rows
+    assert head_rows != rows and "head 1" in page.find("#table-title").text
+    done.append("clicking head 1 changes the table to the CLI's head 1 table")
+
+    page.click('#layers button[data-value="0"]')
+    assert page.table_rows() == cli_numbers(explorer, prompt, 0, 1)
+    picked = min(3, T - 1)
+    page.click(f'#attention-table tbody tr[data-row="{picked}"]')
+    side = page.heads_view()
+    result = explorer.explain(prompt)
+    for h in range(n_head):
+        want = [f"{w:.2f}" for w in result["weights"][0][h][picked][: picked + 1]]
+        assert side[h] == want, (h, side[h], want)
+    assert len(side) == n_head + 1  # and the average
+    done.append(f"clicking row {picked} shows it in all {n_head} heads of layer 0 side by side")
+
+    logits = torch.tensor(result["logits"], dtype=torch.float64)
+    for temperature in (0.5, 1.0, 1.5):
+        page.set_temperature(temperature)
+        shown = page.next_chars()
+        probs = torch.softmax(logits / temperature, dim=-1)
+        top = probs.topk(len(shown))
+        assert [label for label, _ in shown] == [info["vocab_labels"][i] for i in top.indices]
+        exact = [p for _, p in shown]
+        assert all(math.isclose(p, q, abs_tol=1e-9) for p, q in zip(exact, top.values, strict=True))
+    page.set_temperature(0)
+    shown = page.next_chars()
+    assert shown[0] == (info["vocab_labels"][int(logits.argmax())], 1.0)
+    assert "greedy" in page.find("#temperature-help").text
+    done.append("next-character probabilities = softmax(logits / T) for T = 0.5, 1, 1.5; 0 greedy")
+
+    assert page.format_fixed(ROUNDING_PROBES, 2) == [f"{x:.2f}" for x in ROUNDING_PROBES]
+    done.append("2-decimal rounding matches Python's (ties such as 0.125 to even)")
+
+    page.set_temperature(1)
+    first = page.next_chars()[0][0]
+    page.click("#next-table tbody tr:first-child button")
+    page.wait_for(lambda d: len(page.table_rows()) == min(T + 1, info["block_size"]), "append")
+    grown = page.find("#prompt").get_attribute("value")
+    assert grown == prompt + info["vocab"][info["vocab_labels"].index(first)], grown
+    done.append(f"append {first!r}: the prompt and table grow by one character")
+
+    page.show("<b>x</b>")
+    message = page.message()
+    assert "not in the model's vocabulary" in message and "'<' (U+003C)" in message, message
+    assert not page.find_all("#message b") and page.find("#message p.error")
+    page.show("")
+    assert page.message() == "the prompt is empty: type at least one character"
+    done.append("bad prompts give the server's message, shown as text")
+    return done
+
+
+def check_file(page: Page, html: Path, prompt: str) -> list[str]:
+    """The --html file opened from disk: the table is there, appending is switched off."""
+    page.driver.get(html.resolve().as_uri())
+    page.wait_for(lambda d: page.table_rows(), "the file's table")
+    assert len(page.table_rows()) == len(prompt)
+    assert not page.find("#show").is_enabled()
+    assert not page.find("#next-table tbody button").is_enabled()
+    assert "--serve" in page.find("#continue-help").text
+    return [f"the --html file opened from disk shows {len(prompt)} rows; append needs --serve"]
+
+
+def screenshot(page: Page, url: str, prompt: str, path: Path, head: int, row: int) -> int:
+    """The page after typing ``prompt``, picking ``head`` of the last layer and ``row``,
+    at temperature 0.8, written to ``path`` as a palette PNG; returns its size in bytes."""
+    from PIL import Image
+
+    page.open(url)
+    page.show(prompt)
+    page.click(f'#heads button[data-value="{head}"]')
+    page.find(f'#attention-table tbody tr[data-row="{row}"]').click()  # may be picked already
+    page.set_temperature(0.8)
+    # The whole page, not just the window: a viewport as tall as the document.
+    width, height = page.driver.execute_script(
+        "return [document.documentElement.clientWidth, document.documentElement.scrollHeight]"
+    )
+    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+    page.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        png = page.driver.get_screenshot_as_png()
+    finally:
+        page.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.quantize(colors=64).save(path, optimize=True)
+    return path.stat().st_size
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the checks (and the screenshot); returns the exit status."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out-dir", default="runs/korean_small", help="run folder with ckpt.pt")
+    p.add_argument("--checkpoint", default="ckpt.pt", help="file name in --out-dir, or a path")
+    p.add_argument("--prompt", default="새가 하늘을 날았다", help="the text to type")
+    p.add_argument("--screenshot", default=None, help="write a PNG of the page here")
+    p.add_argument("--head", type=int, default=0, help="head picked for the screenshot")
+    p.add_argument("--row", type=int, default=None, help="row picked (default: the last)")
+    args = p.parse_args(argv)
+    missing = browser_missing()
+    if missing:
+        print(f"skipped: {missing}")
+        return 0
+    from cli.checkpoint_args import resolve_checkpoint_path
+    from training import load_checkpoint, model_from_checkpoint
+
+    path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
+    model, tokenizer = model_from_checkpoint(load_checkpoint(path), path)
+    explorer = AttentionExplorer(model, tokenizer, str(path))
+    server = ExplorerServer(("127.0.0.1", 0), explorer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    driver = open_browser()
+    try:
+        print(f"Hangul fonts installed: {', '.join(hangul_fonts()) or 'none'}")
+        for line in check_page(Page(driver), server.url, explorer, args.prompt):
+            print(f"ok  {line}")
+        if args.screenshot:
+            row = len(args.prompt) - 1 if args.row is None else args.row
+            size = screenshot(
+                Page(driver), server.url, args.prompt, Path(args.screenshot), args.head, row
+            )
+            print(f"wrote {args.screenshot}: {size / 1024:.0f} KiB")
+    except AssertionError as e:
+        print(f"FAILED {e}")
+        return 1
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The attention explorer's page in headless Chromium: it loads, a typed Korean prompt
+renders the CLI's table, clicking a head or a row changes what is shown, the
+next-character probabilities follow the temperature, and the --html file works from
+disk. Skips where selenium or Chromium is not installed (see bench/attention_page_browser.py)."""
+
+import runpy
+import threading
+from pathlib import Path
+
+import pytest
+from test_attention_explorer import PROMPT, VOCAB, save_sharp_checkpoint
+
+import explore_attention
+from data.tokenizer import CharTokenizer
+from viz.attention_server import AttentionExplorer, ExplorerServer
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = runpy.run_path(str(ROOT / "bench" / "attention_page_browser.py"), run_name="bench")
+MISSING = BENCH["browser_missing"]()
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+
+
+@pytest.fixture(scope="module")
+def page():
+    driver = BENCH["open_browser"]()
+    yield BENCH["Page"](driver)
+    driver.quit()
+
+
+def test_served_page_in_a_browser(page, tmp_path):
+    model = save_sharp_checkpoint(tmp_path / "ckpt.pt")
+    explorer = AttentionExplorer(model, CharTokenizer(VOCAB), "sharp")
+    server = ExplorerServer(("127.0.0.1", 0), explorer)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        done = BENCH["check_page"](page, server.url, explorer, PROMPT)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(done) == 8
+    shot = tmp_path / "page.png"
+    server = ExplorerServer(("127.0.0.1", 0), explorer)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        assert BENCH["screenshot"](page, server.url, PROMPT, shot, head=1, row=4) > 10_000
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_html_file_in_a_browser(page, tmp_path, capsys):
+    path = tmp_path / "ckpt.pt"
+    save_sharp_checkpoint(path)
+    html = tmp_path / "attention.html"
+    argv = ["--checkpoint", str(path), "--prompt", PROMPT, "--device", "cpu", "--html", str(html)]
+    assert explore_attention.main([*argv, "--png", str(tmp_path / "grid.png"), "--dpi", "10"]) == 0
+    assert BENCH["check_file"](page, html, PROMPT)
