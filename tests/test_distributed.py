@@ -1,4 +1,5 @@
-"""Data-parallel training on CPU with 2 processes (gloo), launched through torchrun."""
+"""Data-parallel training on CPU with 2 processes (gloo), launched through torchrun
+(on CPU whatever MINIGPT_TEST_DEVICE says: one GPU cannot hold two NCCL ranks)."""
 
 import subprocess
 import sys
@@ -51,7 +52,7 @@ def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):
 
 
 def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
-    overrides = tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 4})
+    overrides = tiny_overrides(tmp_path, shakespeare_path, device="cpu", **{"train.max_iters": 4})
     r = torchrun("train.py", *overrides)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "global batch 8 x 1 accumulation x 2 ranks" in r.stdout
@@ -63,7 +64,7 @@ def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
 
     # Resume under DDP with the same world size continues.
     resumed = tiny_overrides(
-        tmp_path, shakespeare_path, **{"train.max_iters": 6, "train.resume": True}
+        tmp_path, shakespeare_path, device="cpu", **{"train.max_iters": 6, "train.resume": True}
     )
     r = torchrun("train.py", *resumed)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -97,7 +98,10 @@ def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
             *[
                 str(o)
                 for o in tiny_overrides(
-                    tmp_path, shakespeare_path, **{"train.max_iters": 8, "train.resume": True}
+                    tmp_path,
+                    shakespeare_path,
+                    device="cpu",
+                    **{"train.max_iters": 8, "train.resume": True},
                 )
             ],
         ],
