@@ -156,10 +156,13 @@ def failed(title: str, finished: Finished, why: str) -> StepResult:
 
 
 def pytest_counts(output: str) -> dict[str, int]:
-    """{"passed": n, "failed": n, ...} from pytest's last summary line."""
+    """{"passed": n, "failed": n, ...} from pytest's last summary line; without one (it
+    was stopped), the results -v printed so far, as {"passed so far": n, ...}."""
     summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed)", line)]
     if not summary:
-        return {}
+        results = re.findall(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR)", output)
+        words = ("PASSED", "FAILED", "SKIPPED", "ERROR")
+        return {f"{w.lower()} so far": results.count(w) for w in words if w in results}
     pairs = re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", summary[-1])
     return {word.rstrip("s") if word.startswith("error") else word: int(n) for n, word in pairs}
 
