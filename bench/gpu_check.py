@@ -58,6 +58,7 @@ from timed_process import Finished, run_timed  # noqa: E402  (bench/, beside thi
 
 from data.corpus import DEFAULT_CORPUS_PATH, TINY_SHAKESPEARE_SHA256  # noqa: E402
 from training.config import ConfigError, load_config  # noqa: E402
+from training.run_writer import TRAIN_LOSS, TRAIN_TOKENS_PER_SEC, VAL_LOSS  # noqa: E402
 from viz.run_events import read_scalar_curves  # noqa: E402
 
 RECIPE = "configs/shakespeare_char.yaml"
@@ -219,7 +220,7 @@ def step_nccl(check: Check, limit_s: float) -> StepResult:
     if group not in finished.stdout:
         return failed(title, finished, f"train.py did not report{group}")
     try:
-        val = read_scalar_curves(out_dir, ["val/loss"])["val/loss"]
+        val = read_scalar_curves(out_dir, [VAL_LOSS])[VAL_LOSS]
     except (FileNotFoundError, KeyError):
         return failed(title, finished, "no validation loss in the run's events")
     figures = f"process group of 1 ({backend}), {steps} steps, val {val.values[-1]:.3f}"
@@ -285,13 +286,13 @@ class RunFigures:
 def read_run(out_dir: Path, tokens_per_step: int) -> RunFigures | None:
     """The figures of a run folder's events, or None without an evaluation."""
     try:
-        curves = read_scalar_curves(out_dir, ["val/loss", "train/loss", "train/tokens_per_sec"])
+        curves = read_scalar_curves(out_dir, [VAL_LOSS, TRAIN_LOSS, TRAIN_TOKENS_PER_SEC])
     except FileNotFoundError:
         return None
-    if "val/loss" not in curves or "train/loss" not in curves:
+    if VAL_LOSS not in curves or TRAIN_LOSS not in curves:
         return None
-    val, loss = curves["val/loss"], curves["train/loss"]
-    rates = curves.get("train/tokens_per_sec")
+    val, loss = curves[VAL_LOSS], curves[TRAIN_LOSS]
+    rates = curves.get(TRAIN_TOKENS_PER_SEC)
     ms = float("nan")
     if rates is not None:
         ms = 1000 * tokens_per_step / float(np.median(rates.values))
@@ -436,8 +437,8 @@ def sample_speed_figures(row: dict[str, str]) -> str:
 def step_train_speed(check: Check, limit_s: float) -> StepResult:
     """bench/train_speed.py on the recipes (one, tiny, with --quick)."""
     title = "5. bench/train_speed.py"
+    # It reads the corpus at data/tinyshakespeare/input.txt, as step 3 does by default.
     cmd = [sys.executable, "bench/train_speed.py", "--device", check.device]
-    cmd += ["--set", f"data.path={check.args.corpus}"]
     if check.quick:
         cmd += ["--config", RECIPE, "--iters", "2", "--warmup", "1"]
         cmd += [a for o in TINY for a in ("--set", o)]
