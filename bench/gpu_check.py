@@ -93,7 +93,7 @@ TINY = [
 # the report are what it checks; steps 2 to 4 train.
 QUICK_TESTS = [
     "tests/test_attention.py::test_fast_path_equals_explicit_path",
-    "tests/test_sampling.py::test_cached_logits_equal_full_forward_at_every_step",
+    "tests/test_generation.py::test_cached_logits_equal_full_forward_at_every_step",
 ]
 
 
