@@ -2,6 +2,7 @@
 
     python bench/sample_speed.py                      # the full table (several minutes)
     python bench/sample_speed.py --new-tokens 100     # a quick look
+    python bench/sample_speed.py --device cuda        # on a GPU
 
 For each model shape and batch size, generates --new-tokens characters per sequence
 from a --prompt-len character prompt with random weights (vocab 65, eval mode,
@@ -10,6 +11,9 @@ tokens) and once with the KV cache, and prints characters per second: characters
 generated in the whole batch divided by wall-clock seconds. One untimed warm-up run of
 a few tokens precedes each timing. Past block_size the cached path slides its window
 (see GPT.generate_stream), and that cost is included.
+
+The model runs in float32 on every device, as sample.py runs it; on CUDA the clock
+is read after the device has finished (torch.cuda.synchronize).
 
 --prompt-len block_size times the steady state at full context only. On a machine
 shared with other work, --threads 1 gives steadier figures: with every core busy,
@@ -26,6 +30,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import GPT, GPTConfig  # noqa: E402  (needs the path above)
+from model.sampling import make_generator  # noqa: E402
+from training.config import ConfigError  # noqa: E402
+from training.device import resolve_device  # noqa: E402
 
 # name -> (n_layer, n_head, n_embd, block_size)
 SHAPES = {
@@ -45,27 +52,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-cache", action=argparse.BooleanOptionalAction, default=True,
                    help="also time the uncached path (slow: --no-no-cache skips it)")  # fmt: skip
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
 
+def wait_for(device: torch.device) -> None:
+    """Block until the device has finished its queued work (CUDA runs asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def chars_per_second(model: GPT, batch: int, args: argparse.Namespace, use_cache: bool) -> float:
     """Characters generated per wall-clock second over the batch (B * new / seconds)."""
-    gen = torch.Generator().manual_seed(args.seed)
-    prompt = torch.randint(0, VOCAB_SIZE, (batch, args.prompt_len), generator=gen)
+    device = next(model.parameters()).device
+    gen = make_generator(args.seed, device)
+    prompt = torch.randint(
+        0, VOCAB_SIZE, (batch, args.prompt_len), generator=torch.Generator().manual_seed(args.seed)
+    ).to(device)
     model.generate(prompt, 4, generator=gen, use_cache=use_cache)  # warm-up
+    wait_for(device)
     start = time.perf_counter()
     model.generate(prompt, args.new_tokens, generator=gen, use_cache=use_cache)
+    wait_for(device)
     return batch * args.new_tokens / (time.perf_counter() - start)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Time every (model, batch) pair and print a Markdown table."""
     args = parse_args(argv)
+    try:
+        device = resolve_device(args.device)
+    except ConfigError as e:
+        raise SystemExit(f"--device: {e}") from None
     if args.threads:
         torch.set_num_threads(args.threads)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}, {where}, {torch.get_num_threads()} threads, "
         f"{args.new_tokens} new characters per sequence, prompt {args.prompt_len}"
     )
     print("| model | batch | no cache (chars/s) | KV cache (chars/s) | speed-up |")
@@ -74,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         n_layer, n_head, n_embd, block_size = SHAPES[name]
         torch.manual_seed(args.seed)
         config = GPTConfig(VOCAB_SIZE, block_size, n_layer, n_head, n_embd)
-        model = GPT(config).eval()
+        model = GPT(config).eval().to(device)
         label = f"{n_layer} layers, {n_head} heads, {n_embd} wide, block {block_size}"
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             cached = chars_per_second(model, batch, args, use_cache=True)

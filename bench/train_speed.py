@@ -3,6 +3,7 @@
     python bench/train_speed.py                        # nanoGPT's CPU shape and our CPU recipe
     python bench/train_speed.py --config configs/shakespeare_char.yaml --iters 5
     python bench/train_speed.py --shape nanogpt-cpu --set model.n_layer=6
+    python bench/train_speed.py --shape gpu-recipe --device cuda --iters 100
 
 Each case runs the real training step (`training.loop.Trainer.train_step`: forward,
 backward, gradient clipping, optimizer step) on the real corpus, in a fresh process
@@ -17,11 +18,14 @@ lookup, are left out; the tied token embedding counts once, as the LM head). The
 first term is the forward and backward pass through the weights (2 + 4 FLOPs per
 weight per token), the second the attention scores and weighted sums. MFU is
 achieved FLOP/s over the machine's peak, which the script measures as the best rate
-of a large float32 matrix product on the same device and threads.
+of a large matrix product on the same device and threads, in the dtype training's
+matrix products use there: float32 on CPU (2048 x 2048), bfloat16 on CUDA
+(8192 x 8192, as training runs under bf16 autocast).
 """
 
 import argparse
 import multiprocessing as mp
+import queue as queue_module
 import resource
 import sys
 import tempfile
@@ -35,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from data.corpus import DEFAULT_CORPUS_PATH, ensure_default_corpus  # noqa: E402
 from training.config import load_config  # noqa: E402
+from training.device import autocast_dtype  # noqa: E402
 from training.loop import Trainer  # noqa: E402
 
 CORPUS = ROOT / DEFAULT_CORPUS_PATH  # fetched on first use
@@ -57,11 +62,13 @@ SHAPES = {
 }
 
 
-def measure_peak_gflops(device: torch.device, n: int = 2048, repeats: int = 10) -> float:
-    """Best observed rate, in GFLOP/s, of an (n x n) @ (n x n) float32 matrix product
-    (2 n^3 FLOPs each)."""
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
+def measure_peak_gflops(
+    device: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048, repeats: int = 10
+) -> float:
+    """Best observed rate, in GFLOP/s, of an (n x n) @ (n x n) matrix product in
+    ``dtype`` (2 n^3 FLOPs each), random inputs."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
     best = float("inf")
     for _ in range(repeats):
         if device.type == "cuda":
@@ -115,6 +122,8 @@ def run_case(name: str, config: Path | None, overrides: list[str], iters: int, w
             peak_mb = torch.cuda.max_memory_allocated() / 2**20
         else:  # ru_maxrss is in KiB on Linux: the process's resident peak
             peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+        peak_dtype = autocast_dtype(device) or torch.float32
+        matrix_size = 8192 if device.type == "cuda" else 2048
         queue.put(
             {
                 "name": name,
@@ -126,9 +135,31 @@ def run_case(name: str, config: Path | None, overrides: list[str], iters: int, w
                     trainer.model, m.n_layer, m.n_embd, m.block_size
                 ),
                 "peak_mb": peak_mb,
-                "peak_gflops": measure_peak_gflops(device),
+                "peak_gflops": measure_peak_gflops(device, peak_dtype, matrix_size),
+                "peak_dtype": str(peak_dtype).removeprefix("torch."),
             }
         )
+
+
+def case_result(name: str, proc, queue) -> dict:
+    """The row a case's process puts on ``queue``.
+
+    Raises:
+        SystemExit: if the process ended without one (its traceback is on stderr), so a
+            failed case ends the script instead of leaving it waiting.
+    """
+    while True:
+        try:
+            return queue.get(timeout=1)
+        except queue_module.Empty:
+            if proc.is_alive():
+                continue
+        try:  # ended: a row it sent just before may still be in the pipe
+            return queue.get(timeout=5)
+        except queue_module.Empty:
+            raise SystemExit(
+                f"case {name} failed (exit status {proc.exitcode}); its error is above"
+            ) from None
 
 
 def main() -> None:
@@ -139,6 +170,7 @@ def main() -> None:
     parser.add_argument("--shape", action="append", choices=sorted(SHAPES), help="named case(s)")
     parser.add_argument("--config", action="append", default=[], help="YAML config(s) to time")
     parser.add_argument("--set", action="append", default=[], help="override for every case")
+    parser.add_argument("--device", help="device for every case (auto, cpu, cuda, mps)")
     parser.add_argument("--iters", type=int, default=50, help="timed steps per case")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     args = parser.parse_args()
@@ -148,19 +180,22 @@ def main() -> None:
         for s in (args.shape or ([] if args.config else ["nanogpt-cpu", "cpu-recipe"]))
     ]
     cases += [(Path(c).stem, Path(c), []) for c in args.config]
+    common = args.set + ([f"device={args.device}"] if args.device else [])
     ctx = mp.get_context("spawn")
     rows = []
     for name, config, overrides in cases:
         queue = ctx.Queue()
         proc = ctx.Process(
             target=run_case,
-            args=(name, config, overrides + args.set, args.iters, args.warmup, queue),
+            args=(name, config, overrides + common, args.iters, args.warmup, queue),
         )
         proc.start()
-        rows.append(queue.get())
+        rows.append(case_result(name, proc, queue))
         proc.join()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    columns = "case,device,shape,ms/iter,tokens/s,MFLOP/token,GFLOP/s,peak GFLOP/s,MFU,peak MB"
+    columns = (
+        "case,device,shape,ms/iter,tokens/s,MFLOP/token,GFLOP/s,peak GFLOP/s,peak dtype,MFU,peak MB"
+    )
     print("| " + " | ".join(columns.split(",")) + " |")
     print("|---" * len(columns.split(",")) + "|")
     for r in rows:
@@ -168,8 +203,8 @@ def main() -> None:
         print(
             f"| {r['name']} | {r['device']} | {r['shape']} | {r['ms_per_iter']:.1f} | "
             f"{r['tokens_per_sec']:,.0f} | {r['flops_per_token'] / 1e6:.2f} | {achieved:.1f} | "
-            f"{r['peak_gflops']:.1f} | {100 * achieved / r['peak_gflops']:.0f}% | "
-            f"{r['peak_mb']:.0f} |"
+            f"{r['peak_gflops']:.1f} | {r['peak_dtype']} | "
+            f"{100 * achieved / r['peak_gflops']:.0f}% | {r['peak_mb']:.0f} |"
         )
 
 

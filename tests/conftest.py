@@ -1,4 +1,16 @@
-"""Shared fixtures: the real Tiny Shakespeare corpus and tiny run configs."""
+"""Shared fixtures: the real corpora, tiny run configs, and the device the
+device-dependent tests run on.
+
+    python -m pytest -q                              # everything on CPU
+    MINIGPT_TEST_DEVICE=cuda python -m pytest -q     # device-dependent tests on CUDA
+
+MINIGPT_TEST_DEVICE (cpu, the default, or cuda) is read once, here. Training end to
+end, resume, KV-cache and sampling parity, the attention paths and the one-process
+torchrun job use TEST_DEVICE; tests about CPU behaviour (the two-rank gloo jobs, "a cpu
+run never queries CUDA", sample.py's command line) stay on CPU. Parity tests compare in
+float32 on either device (no autocast; PyTorch leaves TF32 off for float32 matrix
+products unless asked), so their tolerances mean the same on both.
+"""
 
 import os
 import subprocess
@@ -11,6 +23,32 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 ROOT = Path(__file__).resolve().parent.parent
 KOREAN = ROOT.parent / "shared" / "data" / "korean" / "input.txt"
+
+TEST_DEVICE_VARIABLE = "MINIGPT_TEST_DEVICE"
+TEST_DEVICES = ("cpu", "cuda")
+TEST_DEVICE_NAME = os.environ.get(TEST_DEVICE_VARIABLE, "").strip().lower() or "cpu"
+# A bad name stays "cpu" here so that importing this module never fails (tests/ddp_worker.py
+# imports it); pytest_configure reports it before any test runs.
+TEST_DEVICE = torch.device(TEST_DEVICE_NAME if TEST_DEVICE_NAME in TEST_DEVICES else "cpu")
+ON_CUDA = TEST_DEVICE.type == "cuda"
+
+
+def pytest_configure(config):
+    """Stop before any test if MINIGPT_TEST_DEVICE names a device that cannot be used."""
+    if TEST_DEVICE_NAME not in TEST_DEVICES:
+        raise pytest.UsageError(
+            f"{TEST_DEVICE_VARIABLE}={TEST_DEVICE_NAME!r}: use one of {', '.join(TEST_DEVICES)} "
+            "(or leave it unset for cpu)"
+        )
+    if ON_CUDA and not torch.cuda.is_available():
+        raise pytest.UsageError(
+            f"{TEST_DEVICE_VARIABLE}=cuda but CUDA is not available here; unset it to test on CPU"
+        )
+
+
+def pytest_report_header(config):
+    """Say which device the device-dependent tests use, at the top of the report."""
+    return f"test device: {TEST_DEVICE} ({TEST_DEVICE_VARIABLE})"
 
 
 def shakespeare() -> Path:
@@ -61,10 +99,11 @@ def korean_path(tmp_path_factory) -> Path:
 
 
 def tiny_overrides(tmp_path: Path, corpus: Path, **extra) -> list[str]:
-    """Overrides for a run small enough to take a second or two on CPU."""
+    """Overrides for a run small enough to take a second or two, on TEST_DEVICE unless
+    ``device=...`` is given."""
     values = {
         "out_dir": tmp_path / "run",
-        "device": "cpu",
+        "device": TEST_DEVICE.type,
         "data.path": corpus,
         "data.cache_dir": tmp_path / "cache",
         "model.n_layer": 2,
@@ -97,9 +136,10 @@ def read_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
 TIMEOUT_S = 180  # for each launched process: a hung collective must fail, not stall CI
 
 
-def torchrun(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    """Run a script under torchrun with 2 CPU processes (gloo), one thread each."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+def torchrun(*args, cwd=ROOT, nproc: int = 2) -> subprocess.CompletedProcess:
+    """Run a script under torchrun with ``nproc`` processes, one CPU thread each."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    cmd.append(f"--nproc_per_node={nproc}")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(
         cmd + [str(a) for a in args],
@@ -112,10 +152,13 @@ def torchrun(*args, cwd=ROOT) -> subprocess.CompletedProcess:
     )
 
 
-def sharp_model(vocab_size: int = 20, block_size: int = 16, seed: int = 0, std: float = 0.3):
-    """A small GPT (2 layers, 2 heads, 32 wide, eval mode) with weights far larger than
-    GPT-2's initial ones: attention is then peaked and logits spread over several units,
-    so a wrong key, value or position moves the logits well beyond a 1e-4 tolerance."""
+def sharp_model(
+    vocab_size: int = 20, block_size: int = 16, seed: int = 0, std: float = 0.3, device="cpu"
+):
+    """A small GPT (2 layers, 2 heads, 32 wide, eval mode, on ``device``) with weights far
+    larger than GPT-2's initial ones: attention is then peaked and logits spread over
+    several units, so a wrong key, value or position moves the logits well beyond a 1e-4
+    tolerance."""
     from model import GPT, GPTConfig
 
     torch.manual_seed(seed)
@@ -124,4 +167,4 @@ def sharp_model(vocab_size: int = 20, block_size: int = 16, seed: int = 0, std: 
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, std)
-    return model
+    return model.to(device)

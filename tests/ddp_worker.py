@@ -25,7 +25,8 @@ from training.loop import Trainer  # noqa: E402
 
 
 def main(out: Path, corpus: Path, fail_on_rank_1: bool) -> None:
-    cfg = load_config(None, tiny_overrides(out, corpus, **{"train.max_iters": 1}))
+    # Two ranks on CPU (gloo) whatever MINIGPT_TEST_DEVICE says: one GPU cannot hold both.
+    cfg = load_config(None, tiny_overrides(out, corpus, device="cpu", **{"train.max_iters": 1}))
     trainer = Trainer(cfg)
     drawn = []
     next_batch = trainer.sampler.next_batch

@@ -32,12 +32,14 @@ def fixed_windows(corpus_path, tmp_path) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def float64_trainer(out, corpus_path, accumulation: int, batch: int) -> Trainer:
-    """A tiny Trainer, dropout off, whose step draws accumulation x batch windows
+    """A tiny Trainer on CPU, dropout off, whose step draws accumulation x batch windows
     (same seed, so the same initial weights in every set-up). Made under a float64
-    default dtype, its model is float64."""
+    default dtype, its model is float64. CPU whatever MINIGPT_TEST_DEVICE says: the
+    two-process set-up runs on CPU (gloo), and every set-up is compared with it."""
     overrides = tiny_overrides(
         out,
         corpus_path,
+        device="cpu",
         **{
             "model.dropout": 0.0,
             "train.batch_size": batch,

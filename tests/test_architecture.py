@@ -1,8 +1,10 @@
-"""The modern architecture options: each trains, stays causal, and matches its references."""
+"""The modern architecture options: each trains, stays causal, and matches its references
+(on TEST_DEVICE, in float32)."""
 
 import pytest
 import torch
 
+from conftest import TEST_DEVICE
 from model import GPT, GPTConfig
 from model.kv_cache import KVCache
 from model.rope import RotaryEmbedding
@@ -31,13 +33,13 @@ OPTIONS = {
 
 def build(name: str, **extra) -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(**BASE, **OPTIONS[name], **extra))
+    return GPT(GPTConfig(**BASE, **OPTIONS[name], **extra)).to(TEST_DEVICE)
 
 
 @pytest.mark.parametrize("name", OPTIONS)
 def test_option_trains_and_stays_causal(name):
     model = build(name)
-    x = torch.randint(0, 20, (8, 16))
+    x = torch.randint(0, 20, (8, 16)).to(TEST_DEVICE)
     y = torch.roll(x, -1, dims=1)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
@@ -64,11 +66,11 @@ def test_fast_explicit_and_cached_paths_agree(name):
     model = build(name).eval()
     for p in model.parameters():  # zero-initialised projections would hide differences
         p.data.add_(0.02 * torch.randn_like(p))
-    x = torch.randint(0, 20, (3, 12))
+    x = torch.randint(0, 20, (3, 12)).to(TEST_DEVICE)
     fast, _ = model(x)
     slow, _, weights = model(x, return_attention=True)
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
-    torch.testing.assert_close(weights[0].sum(-1), torch.ones(3, 2, 12))
+    torch.testing.assert_close(weights[0].sum(-1), torch.ones(3, 2, 12, device=TEST_DEVICE))
     with torch.no_grad():
         cache = KVCache.for_model(model, batch_size=3)
         logits, _ = model(x[:, :5], cache=cache)
@@ -99,7 +101,7 @@ def test_softcap_bounds_logits_and_untied_head_is_separate():
     model = build("modern")
     with torch.no_grad():
         model.lm_head.weight.mul_(1000)
-    logits, _ = model(torch.randint(0, 20, (2, 16)))
+    logits, _ = model(torch.randint(0, 20, (2, 16)).to(TEST_DEVICE))
     assert logits.abs().max() <= 15.0  # tanh saturates at the cap in float32
     assert model.lm_head.weight is not model.token_embedding.weight
     assert model.position_embedding is None
@@ -109,7 +111,7 @@ def test_softcap_bounds_logits_and_untied_head_is_separate():
 
 def test_compiled_and_eager_forward_agree():
     model = build("modern").eval()
-    x = torch.randint(0, 20, (2, 16))
+    x = torch.randint(0, 20, (2, 16)).to(TEST_DEVICE)
     compiled = torch.compile(model)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x)[0], model(x)[0], atol=1e-4, rtol=1e-4)

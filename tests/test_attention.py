@@ -1,8 +1,12 @@
+"""Causal self-attention: the explicit path against the textbook formula, and the fused
+path, the explicit path and causality of the whole model on TEST_DEVICE (in float32)."""
+
 import math
 
 import pytest
 import torch
 
+from conftest import TEST_DEVICE
 from model import GPT, CausalSelfAttention, GPTConfig, explicit_attention
 
 
@@ -43,8 +47,8 @@ def test_weights_rows_sum_to_one_and_future_is_zero():
 def test_fast_path_equals_explicit_path(T):
     torch.manual_seed(0)
     attn = CausalSelfAttention(GPTConfig(vocab_size=10, n_embd=32, n_head=4, block_size=16))
-    attn.eval()
-    x = torch.randn(3, T, 32)
+    attn.eval().to(TEST_DEVICE)
+    x = torch.randn(3, T, 32).to(TEST_DEVICE)
     fast = attn(x)
     slow, _ = attn(x, return_weights=True)
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
@@ -54,8 +58,8 @@ def test_model_is_causal():
     """Changing tokens after position t must leave logits at positions <= t unchanged."""
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32))
-    model.eval()
-    idx = torch.randint(0, 20, (2, 16))
+    model.eval().to(TEST_DEVICE)
+    idx = torch.randint(0, 20, (2, 16)).to(TEST_DEVICE)
     t = 6
     changed = idx.clone()
     changed[:, t + 1 :] = (idx[:, t + 1 :] + 1) % 20
@@ -69,8 +73,8 @@ def test_model_is_causal():
 def test_model_attention_weights_and_logits_match_fast_path():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=20, block_size=16, n_layer=3, n_head=2, n_embd=32))
-    model.eval()
-    idx = torch.randint(0, 20, (2, 10))
+    model.eval().to(TEST_DEVICE)
+    idx = torch.randint(0, 20, (2, 10)).to(TEST_DEVICE)
     fast, _ = model(idx)
     slow, _, weights = model(idx, return_attention=True)
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)

@@ -1,13 +1,15 @@
-"""Data-parallel training on CPU with 2 processes (gloo), launched through torchrun."""
+"""Data-parallel training launched through torchrun: 2 processes on CPU (gloo, whatever
+MINIGPT_TEST_DEVICE says: one GPU cannot hold two NCCL ranks), and a job of one process
+on TEST_DEVICE (NCCL on CUDA: what a one-GPU machine can check)."""
 
 import subprocess
 import sys
 
 import torch
 
-from conftest import ROOT, TIMEOUT_S, tiny_overrides, torchrun
+from conftest import ON_CUDA, ROOT, TIMEOUT_S, read_scalars, tiny_overrides, torchrun
 from model import GPT, GPTConfig
-from training import load_checkpoint
+from training import load_checkpoint, load_config, train
 from training.config import TrainConfig
 from training.optim import build_optimizer
 
@@ -51,7 +53,7 @@ def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):
 
 
 def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
-    overrides = tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 4})
+    overrides = tiny_overrides(tmp_path, shakespeare_path, device="cpu", **{"train.max_iters": 4})
     r = torchrun("train.py", *overrides)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "global batch 8 x 1 accumulation x 2 ranks" in r.stdout
@@ -63,7 +65,7 @@ def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
 
     # Resume under DDP with the same world size continues.
     resumed = tiny_overrides(
-        tmp_path, shakespeare_path, **{"train.max_iters": 6, "train.resume": True}
+        tmp_path, shakespeare_path, device="cpu", **{"train.max_iters": 6, "train.resume": True}
     )
     r = torchrun("train.py", *resumed)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -97,7 +99,10 @@ def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
             *[
                 str(o)
                 for o in tiny_overrides(
-                    tmp_path, shakespeare_path, **{"train.max_iters": 8, "train.resume": True}
+                    tmp_path,
+                    shakespeare_path,
+                    device="cpu",
+                    **{"train.max_iters": 8, "train.resume": True},
                 )
             ],
         ],
@@ -116,3 +121,34 @@ def test_failure_on_one_rank_ends_the_job(tmp_path, shakespeare_path):
     assert r.returncode != 0, r.stdout[-2000:]
     assert "rank 1 failed on purpose" in r.stderr + r.stdout, r.stderr[-3000:]
     assert not (tmp_path / "rank0.pt").exists()  # rank 0 did not carry on alone
+
+
+def test_one_process_job_runs_in_a_process_group_with_a_plain_runs_losses(
+    tmp_path, shakespeare_path
+):
+    """torchrun --nproc_per_node=1 joins a process group of one (NCCL on CUDA, gloo on
+    CPU) and sends DDP's gradients and the loop's collectives through it; the losses are
+    those of `python train.py`, and a plain process resumes its checkpoint."""
+    backend = "nccl" if ON_CUDA else "gloo"
+    job = tiny_overrides(tmp_path / "job", shakespeare_path, **{"train.max_iters": 4})
+    r = torchrun("train.py", *job, nproc=1)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f" x 1 process ({backend} process group)" in r.stdout, r.stdout[-2000:]
+    ckpt = load_checkpoint(tmp_path / "job" / "run" / "ckpt.pt")
+    assert ckpt["iter_num"] == 4 and ckpt["rng"]["world_size"] == 1
+
+    plain = train(
+        load_config(
+            None, tiny_overrides(tmp_path / "plain", shakespeare_path, **{"train.max_iters": 4})
+        )
+    )
+    job_losses = read_scalars(tmp_path / "job" / "run")["train/loss"]
+    assert [step for step, _ in job_losses] == [1, 2, 3, 4]
+    # TensorBoard stores float32: compare the plain run's losses at that precision.
+    expected = [float(torch.tensor(plain.losses[s], dtype=torch.float32)) for s in (1, 2, 3, 4)]
+    assert [loss for _, loss in job_losses] == expected
+
+    resumed = tiny_overrides(
+        tmp_path / "job", shakespeare_path, **{"train.max_iters": 6, "train.resume": True}
+    )
+    assert train(load_config(None, resumed)).iter_num == 6

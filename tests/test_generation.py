@@ -1,20 +1,39 @@
 """Generation (model/generation.py): KV-cache parity with the full forward pass, the
-sliding window past block_size, determinism, streaming, and argument checks."""
+sliding window past block_size, determinism, streaming, and argument checks.
+
+The model runs on TEST_DEVICE (MINIGPT_TEST_DEVICE), in float32."""
 
 import pytest
 import torch
 
-from conftest import sharp_model
+from conftest import TEST_DEVICE, sharp_model
 from model.generation import sliding_window_keep
 from model.kv_cache import KVCache
-from model.sampling import SamplingError
+from model.sampling import SamplingError, make_generator
 
 BLOCK = 16
 VOCAB = 20
 
 
 def make_model(block_size=BLOCK, vocab_size=VOCAB, seed=0, std=0.3):
-    return sharp_model(vocab_size, block_size, seed, std)
+    return sharp_model(vocab_size, block_size, seed, std, device=TEST_DEVICE)
+
+
+def on_device(seed: int) -> torch.Generator:
+    """A seeded generator on TEST_DEVICE, where the model samples."""
+    return make_generator(seed, TEST_DEVICE)
+
+
+def random_ids(shape, seed: int) -> torch.Tensor:
+    """(B, T) token ids drawn on the CPU (the same on every device), moved to TEST_DEVICE."""
+    return torch.randint(0, VOCAB, shape, generator=torch.Generator().manual_seed(seed)).to(
+        TEST_DEVICE
+    )
+
+
+def zeros(*shape) -> torch.Tensor:
+    """A (B, T) prompt of token 0 on TEST_DEVICE."""
+    return torch.zeros(*shape, dtype=torch.long, device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +46,7 @@ def model():
 
 @pytest.mark.parametrize("prompt_len", [1, 5, BLOCK - 1, BLOCK])
 def test_cached_logits_equal_full_forward_at_every_step(model, prompt_len):
-    torch.manual_seed(1)
-    idx = torch.randint(0, VOCAB, (3, BLOCK))
+    idx = random_ids((3, BLOCK), seed=1)
     worst = 0.0
     with torch.no_grad():
         cache = KVCache.for_model(model, batch_size=3)
@@ -47,8 +65,7 @@ def test_cached_logits_equal_full_forward_at_every_step(model, prompt_len):
 
 def test_chunked_prefill_after_cached_positions_is_causal(model):
     """Several new positions after cached ones (the bottom-right causal mask)."""
-    torch.manual_seed(2)
-    idx = torch.randint(0, VOCAB, (2, BLOCK))
+    idx = random_ids((2, BLOCK), seed=2)
     with torch.no_grad():
         cache = KVCache.for_model(model, batch_size=2)
         model(idx[:, :4], cache=cache)
@@ -58,7 +75,7 @@ def test_chunked_prefill_after_cached_positions_is_causal(model):
 
 
 def test_cache_refuses_overflow_attention_weights_and_autograd(model):
-    idx = torch.zeros(1, 10, dtype=torch.long)
+    idx = zeros(1, 10)
     with torch.no_grad():
         cache = KVCache.for_model(model, batch_size=1)
         model(idx, cache=cache)
@@ -83,12 +100,10 @@ def test_cache_refuses_overflow_attention_weights_and_autograd(model):
     ],
 )
 def test_cache_gives_the_no_cache_tokens_inside_block_size(model, kwargs):
-    prompt = torch.randint(0, VOCAB, (4, 3), generator=torch.Generator().manual_seed(3))
+    prompt = random_ids((4, 3), seed=3)
     new = BLOCK + 1 - 3  # the last token is predicted from a full block_size context
     outs = [
-        model.generate(
-            prompt, new, **kwargs, generator=torch.Generator().manual_seed(9), use_cache=c
-        )
+        model.generate(prompt, new, **kwargs, generator=on_device(9), use_cache=c)
         for c in (True, False)
     ]
     assert outs[0].shape == (4, 3 + new)
@@ -117,18 +132,17 @@ def reference_sliding_window(model, prompt, new):
 @pytest.mark.parametrize("block_size, prompt_len", [(16, 3), (16, 40), (5, 2), (1, 1)])
 def test_sliding_window_past_block_size_follows_the_documented_strategy(block_size, prompt_len):
     model = make_model(block_size=block_size)
-    prompt = torch.randint(0, VOCAB, (2, prompt_len), generator=torch.Generator().manual_seed(4))
+    prompt = random_ids((2, prompt_len), seed=4)
     new = 3 * block_size + 7
     greedy = model.generate(prompt, new, temperature=0)
     assert torch.equal(greedy, reference_sliding_window(model, prompt, new))
 
 
 def test_sliding_window_is_deterministic_with_a_seed(model):
-    prompt = torch.zeros(3, 2, dtype=torch.long)
+    prompt = zeros(3, 2)
 
     def run(seed):
-        gen = torch.Generator().manual_seed(seed)
-        return model.generate(prompt, 5 * BLOCK, top_k=10, top_p=0.95, generator=gen)
+        return model.generate(prompt, 5 * BLOCK, top_k=10, top_p=0.95, generator=on_device(seed))
 
     a, b, c = run(1), run(1), run(2)
     assert a.shape == (3, 2 + 5 * BLOCK)
@@ -136,18 +150,18 @@ def test_sliding_window_is_deterministic_with_a_seed(model):
 
 
 def test_greedy_is_deterministic_and_uses_no_randomness(model):
-    prompt = torch.tensor([[1, 2, 3]])
-    a = model.generate(prompt, 30, temperature=0, generator=torch.Generator().manual_seed(1))
-    b = model.generate(prompt, 30, temperature=0, generator=torch.Generator().manual_seed(2))
+    prompt = torch.tensor([[1, 2, 3]], device=TEST_DEVICE)
+    a = model.generate(prompt, 30, temperature=0, generator=on_device(1))
+    b = model.generate(prompt, 30, temperature=0, generator=on_device(2))
     assert torch.equal(a, b)
     assert len(set(a[0, 3:].tolist())) > 1  # not a degenerate constant output
 
 
 def test_stream_yields_the_steps_of_generate(model):
-    prompt = torch.tensor([[1, 2], [3, 4]])
-    steps = list(model.generate_stream(prompt, 25, generator=torch.Generator().manual_seed(5)))
+    prompt = torch.tensor([[1, 2], [3, 4]], device=TEST_DEVICE)
+    steps = list(model.generate_stream(prompt, 25, generator=on_device(5)))
     assert len(steps) == 25 and all(s.shape == (2, 1) for s in steps)
-    whole = model.generate(prompt, 25, generator=torch.Generator().manual_seed(5))
+    whole = model.generate(prompt, 25, generator=on_device(5))
     assert torch.equal(torch.cat([prompt, *steps], 1), whole)
     steps[0][0, 0] = 0  # ordinary tensors, not read-only inference tensors
     assert model.generate(prompt, 0).shape == (2, 2)
@@ -180,7 +194,7 @@ def test_bad_arguments_are_named_before_any_model_work(monkeypatch, kwargs, mess
 
     monkeypatch.setattr(model, "forward", no_model_work)
     args = {"max_new_tokens": 3, **kwargs}
-    prompt = torch.zeros(1, 1, dtype=torch.long)
+    prompt = zeros(1, 1)
     with pytest.raises(ValueError, match=message):
         model.generate_stream(prompt, **args)  # raises on the call, not on iteration
     with pytest.raises(ValueError, match=message):
@@ -189,7 +203,7 @@ def test_bad_arguments_are_named_before_any_model_work(monkeypatch, kwargs, mess
 
 def test_empty_prompt_is_rejected(model):
     with pytest.raises(ValueError, match="prompt"):
-        model.generate(torch.zeros(1, 0, dtype=torch.long), 3)
+        model.generate(zeros(1, 0), 3)
 
 
 def multinomial_returning(vocab_size):
@@ -197,14 +211,16 @@ def multinomial_returning(vocab_size):
     some backends do."""
 
     def draw(probs, num_samples, generator=None):
-        return torch.full((probs.size(0), num_samples), vocab_size, dtype=torch.long)
+        return torch.full(
+            (probs.size(0), num_samples), vocab_size, dtype=torch.long, device=probs.device
+        )
 
     return draw
 
 
 def test_out_of_vocabulary_draw_is_named_where_it_is_drawn(model, monkeypatch):
     monkeypatch.setattr(torch, "multinomial", multinomial_returning(VOCAB))
-    prompt = torch.zeros(2, 3, dtype=torch.long)
+    prompt = zeros(2, 3)
     for use_cache in (True, False):
         with pytest.raises(SamplingError, match=f"token id {VOCAB}, outside the vocabulary"):
             model.generate(prompt, 5, temperature=1.0, use_cache=use_cache)

@@ -179,7 +179,7 @@ def test_cpu_run_never_queries_cuda(tmp_path, shakespeare_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", no_cuda)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", no_cuda)
     monkeypatch.setattr(torch.cuda, "get_rng_state_all", no_cuda)
-    result = train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    result = train(load_config(None, tiny_overrides(tmp_path, shakespeare_path, device="cpu")))
     assert result.iter_num == 6
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import sample
-from conftest import ROOT, sharp_model
+from conftest import ROOT, TEST_DEVICE, sharp_model
 from model import GPT
 from training.checkpoint import save_checkpoint
 
@@ -175,7 +175,8 @@ def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
 
 def test_benchmark_script_runs_and_prints_a_table(capsys):
     bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
-    bench["main"](["--models", "cpu", "--batch-sizes", "1,2", "--new-tokens", "3"])
+    args = ["--models", "cpu", "--batch-sizes", "1,2", "--new-tokens", "3"]
+    bench["main"]([*args, "--device", TEST_DEVICE.type])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4 layers")]
     assert len(rows) == 2
     for row in rows:

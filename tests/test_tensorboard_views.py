@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata
 
 import plot_losses
-from conftest import shakespeare, tiny_overrides
+from conftest import TEST_DEVICE, shakespeare, tiny_overrides
 from data import CharTokenizer
 from training import ConfigError, load_checkpoint, load_config, model_from_checkpoint, train
 from training.prompts import PromptFallbackWarning, usable_prompt
@@ -91,9 +91,11 @@ def test_sample_text_comes_from_the_fixed_prompt_and_seed(run):
     assert sorted(texts) == [3, 6]
     for text in texts.values():
         assert text.startswith("ROMEO:") and len(text) == len("ROMEO:") + 16
-    # The same checkpoint, prompt and seed give the same text again.
+    # The same checkpoint, prompt and seed give the same text again (on the run's device:
+    # the seed drives that device's generator).
     ckpt = load_checkpoint(result.out_dir / "ckpt.pt")
     model, tokenizer = model_from_checkpoint(ckpt)
+    model.to(TEST_DEVICE)
     views = TensorBoardViews(cfg, tokenizer, np.zeros(0, dtype=np.uint16))
     assert views.sample(model) == texts[6]
 

@@ -31,8 +31,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The dtype training's matrix products run in under autocast: bfloat16 on CUDA GPUs
+    that support it, None (no autocast: float32) elsewhere."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
 def autocast_context(device: torch.device):
     """bf16 autocast on CUDA GPUs that support it; a no-op context elsewhere."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    dtype = autocast_dtype(device)
+    if dtype is not None:
+        return torch.autocast(device_type=device.type, dtype=dtype)
     return contextlib.nullcontext()

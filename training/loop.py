@@ -269,7 +269,12 @@ class Trainer:
             self.console.say(note)
         self.console.say(
             f"training on {self.device}"
-            + (f" x {dist.world_size} processes" if dist.enabled else "")
+            + (
+                f" x {dist.world_size} process{'es' if dist.world_size > 1 else ''} "
+                f"({dist.backend} process group)"
+                if dist.enabled
+                else ""
+            )
             + f": {self.model.num_params() / 1e6:.2f} M parameters (without position "
             f"embeddings), vocab {cfg.model.vocab_size}, global batch {tc.batch_size} x "
             f"{tc.gradient_accumulation_steps} accumulation x {dist.world_size} ranks = "

@@ -1,0 +1,108 @@
+"""bench/gpu_check.py in its CPU mode (--device cpu --quick): every step runs, tiny, and
+the table says what each found; a failing step does not stop the next one."""
+
+import os
+import runpy
+import signal
+import subprocess
+import sys
+
+import torch
+
+from conftest import ROOT
+
+TIMEOUT_S = 600  # the steps have their own limits; this only guards against a hang
+
+
+def gpu_check(tmp_path, *args, corpus=None):
+    """Run the check in CPU mode with its runs and report under tmp_path."""
+    cmd = [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--device", "cpu", "--quick"]
+    cmd += ["--runs-dir", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report")]
+    if corpus is not None:
+        cmd += ["--corpus", str(corpus)]
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "MINIGPT_TEST_DEVICE")}
+    return subprocess.run(
+        cmd + list(args),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=TIMEOUT_S,
+    )
+
+
+def table_rows(tmp_path) -> dict[str, list[str]]:
+    """{step number: [title, status, key figures, seconds]} from gpu_check.md."""
+    text = (tmp_path / "report" / "gpu_check.md").read_text(encoding="utf-8")
+    rows = [line.strip("|").split(" | ") for line in text.splitlines() if line.startswith("| ")]
+    return {row[0].split(".")[0].strip(): [c.strip() for c in row] for row in rows[1:]}
+
+
+def test_quick_cpu_check_runs_every_step_and_writes_the_table(tmp_path, shakespeare_path):
+    r = gpu_check(tmp_path, "--target-val", "4.05", corpus=shakespeare_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = table_rows(tmp_path)
+    assert sorted(rows) == ["1", "2", "3", "4", "5", "6"]
+    assert all(row[1] == "passed" for row in rows.values()), rows
+    assert rows["1"][2] == "7 passed"  # the two quick tests' 3 + 4 cases, on cpu
+    assert "process group of 1 (gloo), 6 steps, val" in rows["2"][2]
+    recipe = rows["3"][2]
+    assert "val <= 4.05 at step " in recipe and recipe.endswith("10/10 steps")
+    assert "best val 3." in recipe
+    modern = rows["4"][2]
+    assert "SIGTERM 4 s after the start" in rows["4"][0] and ", step 3's recipe " in modern
+    assert "MFU" in rows["5"][2] and "float32" in rows["5"][2]
+    assert "chars/s with the KV cache" in rows["6"][2]
+    report = tmp_path / "report"
+    assert "interrupted at step" in (report / "gpu_check.log").read_text(encoding="utf-8")
+    for name in ("events_recipe", "events_modern"):
+        assert (report / name / "events.out.tfevents.gpu_check").stat().st_size > 1000
+
+
+def test_a_failing_step_is_reported_and_the_next_one_runs(tmp_path, shakespeare_path):
+    bad = ["--recipe-set", "model.n_head=3", "--steps", "recipe,sample_speed"]
+    r = gpu_check(tmp_path, *bad, corpus=shakespeare_path)
+    assert r.returncode == 1
+    rows = table_rows(tmp_path)
+    assert rows["3"][1] == "failed" and rows["6"][1] == "passed"
+    report = (tmp_path / "report" / "gpu_check.md").read_text(encoding="utf-8")
+    assert "must be divisible by model.n_head (3)" in report  # the end of train.py's output
+
+
+def test_steps_the_budget_cannot_fit_are_not_run(tmp_path, shakespeare_path):
+    r = gpu_check(tmp_path, "--budget", "5", corpus=shakespeare_path)
+    assert r.returncode == 1
+    rows = table_rows(tmp_path)
+    assert len(rows) == 6 and all(row[1] == "not run" for row in rows.values())
+
+
+def test_missing_corpus_and_missing_gpu_are_named_before_any_step(tmp_path):
+    r = gpu_check(tmp_path, corpus=tmp_path / "nowhere.txt")
+    assert r.returncode == 2 and "no corpus at" in r.stderr and "nothing is downloaded" in r.stderr
+    if not torch.cuda.is_available():
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "gpu_check.py")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+        assert r.returncode == 2 and "--device cpu --quick" in r.stderr
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_command_past_its_limit_is_asked_to_stop_then_killed(tmp_path):
+    run_timed = runpy.run_path(str(ROOT / "bench" / "timed_process.py"))["run_timed"]
+    stubborn = (  # answers SIGTERM with a line, then keeps running
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: print('asked to stop', flush=True))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with open(tmp_path / "log", "w", encoding="utf-8") as log:
+        r = run_timed([sys.executable, "-c", stubborn], limit_s=6, grace_s=3, log=log, cwd=tmp_path)
+    assert r.timed_out and not r.stopped_at_marker
+    assert r.returncode == -signal.SIGKILL and 6 <= r.seconds < 20
+    assert r.stdout.splitlines() == ["started", "asked to stop"]
+    assert (tmp_path / "log").read_text(encoding="utf-8").splitlines() == r.stdout.splitlines()
