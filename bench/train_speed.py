@@ -92,15 +92,16 @@ def flops_per_token(model, n_layer: int, n_embd: int, block_size: int) -> float:
 def run_case(name: str, config: Path | None, overrides: list[str], iters: int, warmup: int, queue):
     """Child process: time `iters` training steps after `warmup` untimed ones."""
     with tempfile.TemporaryDirectory() as tmp:
+        # The default corpus unless --set data.path=... names another (later wins).
         cfg = load_config(
             config,
-            overrides
+            [f"data.path={CORPUS}"]
+            + overrides
             + [
                 f"out_dir={tmp}/run",
                 f"data.cache_dir={tmp}/cache",
                 f"train.max_iters={iters + warmup}",
-            ]
-            + [f"data.path={CORPUS}"],
+            ],
         )
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         trainer = Trainer(cfg)
