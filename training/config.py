@@ -94,7 +94,11 @@ class TrainConfig:
     beta1: float = setting(0.9, "AdamW's first-moment coefficient")
     beta2: float = setting(0.99, "AdamW's second-moment coefficient")
     grad_clip: float = setting(1.0, "clip the global gradient norm to this (0 = off)")
-    compile: bool = setting(False, "`torch.compile` the model")
+    compile: bool = setting(
+        False,
+        "`torch.compile` the model (on CPU with torch's deterministic algorithms, so runs "
+        "repeat exactly)",
+    )
     resume: bool = setting(False, "continue the run in out_dir from its ckpt.pt")
     overwrite: bool = setting(
         False,

@@ -34,6 +34,7 @@ from training.checkpoint import (
     strip_compiled_prefix,
     training_state,
 )
+from training.compile import compile_model
 from training.config import RunConfig
 from training.console import Console
 from training.device import autocast_context
@@ -146,7 +147,7 @@ class Trainer:
         if ckpt:
             self.model.load_state_dict(strip_compiled_prefix(ckpt["model"]))
         self.model.to(self.device)
-        self.fast_model = torch.compile(self.model) if tc.compile else self.model
+        self.fast_model = compile_model(self.model, self.device) if tc.compile else self.model
         self.train_model = wrap_for_data_parallel(self.fast_model, dist, self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]

@@ -1,0 +1,88 @@
+"""Same seed, same run, with and without torch.compile: two runs give the same loss
+at every step, and a run stopped halfway and resumed gives those of an uninterrupted
+one (dropout on, Muon and AdamW, an evaluation in between).
+
+The compiled cases run on two threads, where Inductor's atomic adds into the token
+embedding's gradient made the order of summation, and so the losses, vary from run
+to run (see `training.compile`)."""
+
+import pytest
+import torch
+
+from conftest import ROOT, shakespeare, tiny_overrides
+from training import load_config, train
+
+STEPS = 6
+# Eager AdamW is also covered by test_train_e2e's resume test.
+CASES = [
+    pytest.param((False, "muon"), id="eager-muon"),
+    pytest.param((True, "muon"), id="compiled-muon"),
+    pytest.param((True, "adamw"), id="compiled-adamw"),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def two_threads_then_restore():
+    """Two threads (one cannot race); afterwards, torch's global settings as they were."""
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+    torch._dynamo.reset()
+
+
+def run(folder, compiled, optimizer, **extra):
+    """Train the CPU recipe's architecture, tiny, with dropout; returns its TrainResult."""
+    overrides = tiny_overrides(
+        folder,
+        shakespeare(),
+        **{
+            "device": "cpu",  # what is made reproducible (CUDA kernels are not)
+            "data.val_fraction": 0.01,  # a short evaluation
+            "model.dropout": 0.1,
+            # AdamW at the recipe's 5e-3 rounds a one-ulp change of a gradient away.
+            "train.learning_rate": 0.03,
+            "train.compile": compiled,
+            "train.optimizer": optimizer,
+            "train.max_iters": STEPS,
+            "train.lr_decay_iters": STEPS,
+            "train.sample_tokens": 0,
+            "train.attention_prompt": "",
+            **extra,
+        },
+    )
+    return train(load_config(ROOT / "configs/shakespeare_char_cpu.yaml", overrides))
+
+
+def eval_losses(result):
+    """(iteration, train loss, validation loss) of each evaluation (not its time)."""
+    return [(e["iter"], e["train_loss"], e["val_loss"]) for e in result.evals]
+
+
+@pytest.fixture(scope="module", params=CASES)
+def uninterrupted(request, tmp_path_factory):
+    """One uninterrupted run per case, shared by the two tests below."""
+    compiled, optimizer = request.param
+    result = run(tmp_path_factory.mktemp("uninterrupted"), compiled, optimizer)
+    return result, compiled, optimizer
+
+
+def test_two_runs_with_one_seed_are_identical(uninterrupted, tmp_path):
+    first, compiled, optimizer = uninterrupted
+    second = run(tmp_path, compiled, optimizer)
+    assert sorted(first.losses) == list(range(1, STEPS + 1))
+    assert second.losses == first.losses  # bitwise, at every step
+    assert eval_losses(second) == eval_losses(first)
+
+
+def test_resumed_run_is_identical_to_uninterrupted(uninterrupted, tmp_path):
+    full, compiled, optimizer = uninterrupted
+    half = STEPS // 2
+    first = run(tmp_path, compiled, optimizer, **{"train.max_iters": half})
+    second = run(tmp_path, compiled, optimizer, **{"train.resume": True})
+    assert sorted(second.losses) == list(range(half + 1, STEPS + 1))
+    assert {**first.losses, **second.losses} == full.losses  # bitwise, at every step
+    assert eval_losses(first) + eval_losses(second) == eval_losses(full)
