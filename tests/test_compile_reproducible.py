@@ -70,9 +70,11 @@ def uninterrupted(request, tmp_path_factory):
     return result, compiled, optimizer
 
 
-def test_two_runs_with_one_seed_are_identical(uninterrupted, tmp_path):
+def test_two_runs_with_one_seed_are_identical(uninterrupted, tmp_path, capsys):
     first, compiled, optimizer = uninterrupted
     second = run(tmp_path, compiled, optimizer)
+    # The slow first compiled step is announced before it starts.
+    assert ("compiling the model (torch.compile)" in capsys.readouterr().out) == compiled
     assert sorted(first.losses) == list(range(1, STEPS + 1))
     assert second.losses == first.losses  # bitwise, at every step
     assert eval_losses(second) == eval_losses(first)
