@@ -7,10 +7,20 @@
 `generate` returns the whole sequences; `generate_stream` yields each step's tokens as
 they are made. `GPT.generate` and `GPT.generate_stream` call these.
 
-The KV cache holds block_size positions. Past that, a sliding window: when the cache is
-full, the last 3/4 of block_size tokens are run through the model again into an emptied
-cache (`sliding_window_keep`), and decoding continues from there. So once the context
-has reached block_size, every prediction sees between 3/4 and all of block_size tokens.
+The KV cache holds block_size positions. Past that, the context slides:
+
+- RoPE models (``model.position=rope``): the cache rolls. Each new position's keys and
+  values replace the oldest ones, so every prediction sees the last block_size tokens,
+  and no prefill is repeated. The kept keys stay valid because a rotary key's position
+  only enters the score as its distance to the query. (In layers above the first, a
+  kept key was computed when older tokens were still in view, as in sliding-window
+  attention models; re-running the window from scratch would give slightly different
+  numbers.)
+- Learned positions (GPT-2): each cached key holds its absolute position, so the window
+  cannot slide in place. When the cache is full, the last 3/4 of block_size tokens are
+  run through the model again into an emptied cache (`sliding_window_keep`), and
+  decoding continues from there: every prediction sees between 3/4 and all of
+  block_size tokens.
 """
 
 from collections.abc import Iterator
@@ -26,14 +36,14 @@ SLIDING_WINDOW_KEEP = 0.75
 
 
 def sliding_window_keep(block_size: int) -> int:
-    """Tokens kept when the KV cache is full: the last 3/4 of block_size (at least 1).
+    """Tokens kept when the KV cache of a learned-position model is full: the last 3/4
+    of block_size (at least 1).
 
-    Cached keys and values cannot simply slide: with learned positions each key holds
-    its absolute position, and in every layer above the first it was computed from
-    tokens that the window has dropped. So the kept tokens are run through the model
-    again (a prefill). Keeping 3/4 means one prefill of 0.75 * block_size tokens every
-    0.25 * block_size steps: the amortised cost stays a few tokens per step, and every
-    prediction still sees at least 3/4 of a full context.
+    Its cached keys and values cannot slide: each holds its absolute position. So the
+    kept tokens are run through the model again (a prefill). Keeping 3/4 means one
+    prefill of 0.75 * block_size tokens every 0.25 * block_size steps: the amortised
+    cost stays a few tokens per step, and every prediction still sees at least 3/4 of
+    a full context.
     """
     return max(1, int(block_size * SLIDING_WINDOW_KEEP))
 
@@ -149,8 +159,8 @@ def _decode_uncached(
 def _decode_cached(
     model, idx, max_new_tokens, temperature, top_k, top_p, generator
 ) -> Iterator[torch.Tensor]:
-    """KV-cached decoder with the sliding window of the module docstring.
-    Yields (B, 1) token ids."""
+    """KV-cached decoder; past block_size the cache rolls (RoPE) or slides with a
+    prefill (learned positions), as the module docstring says. Yields (B, 1) token ids."""
     if max_new_tokens == 0:
         return
     block_size = model.config.block_size
@@ -167,7 +177,9 @@ def _decode_cached(
         yield token
         if step == max_new_tokens - 1:
             return  # no forward pass for a token nobody will sample after
-        if cache.length < block_size:
+        if cache.rolling:
+            logits, _ = model(token, cache=cache)
+        elif cache.length < block_size:
             window[:, cache.length] = token[:, 0]
             logits, _ = model(token, cache=cache)
         else:

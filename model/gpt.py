@@ -119,7 +119,8 @@ class GPT(nn.Module):
             cache: optional KV cache (generation). idx then holds the T tokens that
                 follow the ``cache.length`` cached ones: they get positions
                 cache.length .. cache.length + T - 1, attend over the cached keys and
-                values too, and are appended to the cache (``cache.length`` grows by T).
+                values too, and are appended to the cache (``cache.length`` grows by T;
+                past block_size only in a rolling cache, one token at a time).
 
         Returns:
             ``(logits, loss)``: logits (B, T, vocab_size); loss is the mean
@@ -136,7 +137,7 @@ class GPT(nn.Module):
             if return_attention:
                 raise ValueError("return_attention is not supported with a KV cache")
             start = cache.length
-            if start + T > self.config.block_size:
+            if not cache.fits(T):
                 raise ValueError(
                     f"the KV cache holds {start} positions; {T} more exceed block_size "
                     f"{self.config.block_size}"

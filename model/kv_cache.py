@@ -11,6 +11,12 @@ on the new token only and attends over the stored keys and values
 
 The buffers are allocated once, at their full size (block_size positions), so a step
 writes one slice in place and reads a view: nothing is re-concatenated per step.
+
+A rolling cache (``rolling=True``, for RoPE models) goes on past block_size: each new
+position overwrites the oldest, so the cache always holds the last block_size
+positions. That is valid only where a key's position enters its attention score as a
+distance to the query (rotary embeddings): a kept key's rotation stays right as the
+window moves. Slot order does not matter, since attention sums over the keys.
 """
 
 import torch
@@ -19,10 +25,11 @@ import torch
 class KVCache:
     """Preallocated keys and values of every layer for a batch of sequences.
 
-    Positions 0 .. ``length`` - 1 of every layer hold valid entries. During one model
-    forward each layer calls `update` with its new keys and values (all layers write the
-    same positions); the model then calls `advance` once. For inference only (under
-    ``torch.no_grad()`` or ``torch.inference_mode()``).
+    ``length`` counts the positions seen; slots 0 .. min(length, max_length) - 1 of every
+    layer hold valid entries. During one model forward each layer calls `update` with
+    its new keys and values (all layers write the same positions); the model then calls
+    `advance` once. For inference only (under ``torch.no_grad()`` or
+    ``torch.inference_mode()``).
 
     Args:
         n_layer: number of transformer blocks.
@@ -31,6 +38,8 @@ class KVCache:
         max_length: positions the cache can hold (the model's block_size).
         head_size: d_k, channels per head.
         dtype, device: those of the model's activations.
+        rolling: past max_length, one new position at a time overwrites the oldest
+            (see the module docstring); otherwise max_length is the limit.
 
     Raises:
         ValueError: if a size is not positive.
@@ -45,6 +54,7 @@ class KVCache:
         head_size: int,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
+        rolling: bool = False,
     ):
         sizes = dict(n_layer=n_layer, batch_size=batch_size, n_head=n_head)
         sizes.update(max_length=max_length, head_size=head_size)
@@ -52,6 +62,7 @@ class KVCache:
             if value <= 0:
                 raise ValueError(f"KVCache {name} must be positive, got {value}")
         self.max_length = max_length
+        self.rolling = rolling
         self.length = 0
         shape = (n_layer, batch_size, n_head, max_length, head_size)
         # Zeros rather than empty: unwritten positions are never read, but a bug that
@@ -66,7 +77,8 @@ class KVCache:
     @classmethod
     def for_model(cls, model: torch.nn.Module, batch_size: int) -> "KVCache":
         """An empty cache sized for ``model`` (a GPT) and ``batch_size`` sequences, on the
-        device and in the dtype of the model's weights, holding block_size positions."""
+        device and in the dtype of the model's weights, holding block_size positions;
+        rolling for a RoPE model."""
         config = model.config
         weight = model.token_embedding.weight
         return cls(
@@ -77,7 +89,13 @@ class KVCache:
             config.n_embd // config.n_head,
             dtype=weight.dtype,
             device=weight.device,
+            rolling=config.position == "rope",
         )
+
+    def fits(self, n: int) -> bool:
+        """Whether ``n`` new positions can be added: within max_length, or one at a
+        time in a rolling cache."""
+        return self.length + n <= self.max_length or (self.rolling and n == 1)
 
     @property
     def batch_size(self) -> int:
@@ -94,13 +112,14 @@ class KVCache:
             k, v: (B, n_head, T, d_k) keys and values of the T new positions.
 
         Returns:
-            keys, values: (B, n_head, length + T, d_k) views of the buffers holding the
-            cached positions followed by the new ones. ``length`` is unchanged until
+            keys, values: (B, n_head, min(length + T, max_length), d_k) views of the
+            buffers holding the cached positions and the new ones (in a full rolling
+            cache, in slot order, not position order). ``length`` is unchanged until
             `advance` is called.
 
         Raises:
-            ValueError: if the T new positions do not fit (length + T > max_length) or
-                the batch size differs from the cache's.
+            ValueError: if the T new positions do not fit (see `fits`) or the batch
+                size differs from the cache's.
             RuntimeError: if autograd is recording (the cache is for inference only:
                 in-place writes into shared buffers cannot carry gradients).
         """
@@ -108,18 +127,19 @@ class KVCache:
             raise RuntimeError(
                 "the KV cache is for inference: run under torch.no_grad() or torch.inference_mode()"
             )
-        start = self.length
-        end = start + k.size(2)
-        if end > self.max_length:
+        T = k.size(2)
+        if not self.fits(T):
             raise ValueError(
-                f"KV cache holds {start} of {self.max_length} positions; "
-                f"{k.size(2)} more do not fit (block_size is the limit)"
+                f"KV cache holds {self.length} of {self.max_length} positions; "
+                f"{T} more do not fit (block_size is the limit)"
             )
         if k.size(0) != self.batch_size:
             raise ValueError(f"KV cache was made for batch size {self.batch_size}, got {k.size(0)}")
         keys, values = self._layer_keys[layer], self._layer_values[layer]
-        keys[:, :, start:end] = k
-        values[:, :, start:end] = v
+        start = self.length % self.max_length  # past max_length: the oldest slot (T = 1)
+        keys[:, :, start : start + T] = k
+        values[:, :, start : start + T] = v
+        end = min(self.length + T, self.max_length)
         return keys[:, :, :end], values[:, :, :end]
 
     def advance(self, n: int) -> None:

@@ -3,7 +3,8 @@
 Instead of adding a position vector to each token, RoPE rotates every pair of
 channels of a query or key by an angle proportional to its position m: pair i turns by
 m * base^(-2i/d_k). The dot product of a query at position m with a key at position n
-then depends only on m - n, the distance between them.
+then depends only on m - n, the distance between them. (That is what lets a rolling KV
+cache keep its keys as the window moves past block_size: `model.kv_cache`.)
 """
 
 import torch
@@ -17,7 +18,7 @@ class RotaryEmbedding(nn.Module):
 
     Args:
         head_size: d_k, must be even.
-        block_size: the most positions ever needed.
+        block_size: positions of the precomputed table (later ones are computed as needed).
         base: the frequency base theta.
 
     Raises:
@@ -31,13 +32,21 @@ class RotaryEmbedding(nn.Module):
         inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float32) / head_size)
         angles = torch.outer(torch.arange(block_size, dtype=torch.float32), inv_freq)
         # Derived from the config, so not saved in checkpoints (persistent=False).
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (d_k/2,)
         self.register_buffer("cos", angles.cos(), persistent=False)  # (block_size, d_k/2)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """Rotate x (B, n_head, T, d_k), whose positions are start .. start + T - 1."""
+        """Rotate x (B, n_head, T, d_k), whose positions are start .. start + T - 1.
+        Positions past block_size (a rolling KV cache) get their angles computed in
+        float64, so that a large position keeps its precision."""
         T = x.size(-2)
-        cos = self.cos[start : start + T].to(x.dtype)
-        sin = self.sin[start : start + T].to(x.dtype)
+        if start + T <= self.cos.size(0):
+            cos, sin = self.cos[start : start + T], self.sin[start : start + T]
+        else:
+            positions = torch.arange(start, start + T, device=x.device, dtype=torch.float64)
+            angles = torch.outer(positions, self.inv_freq.double())
+            cos, sin = angles.cos(), angles.sin()
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)

@@ -153,16 +153,22 @@ def torchrun(*args, cwd=ROOT, nproc: int = 2) -> subprocess.CompletedProcess:
 
 
 def sharp_model(
-    vocab_size: int = 20, block_size: int = 16, seed: int = 0, std: float = 0.3, device="cpu"
+    vocab_size: int = 20,
+    block_size: int = 16,
+    seed: int = 0,
+    std: float = 0.3,
+    device="cpu",
+    **architecture,
 ):
-    """A small GPT (2 layers, 2 heads, 32 wide, eval mode, on ``device``) with weights far
-    larger than GPT-2's initial ones: attention is then peaked and logits spread over
-    several units, so a wrong key, value or position moves the logits well beyond a 1e-4
-    tolerance."""
+    """A small GPT (2 layers, 2 heads, 32 wide unless ``architecture`` says otherwise,
+    eval mode, on ``device``) with weights far larger than GPT-2's initial ones:
+    attention is then peaked and logits spread over several units, so a wrong key,
+    value or position moves the logits well beyond a 1e-4 tolerance."""
     from model import GPT, GPTConfig
 
     torch.manual_seed(seed)
-    config = GPTConfig(vocab_size, block_size, n_layer=2, n_head=2, n_embd=32)
+    shape = {"n_layer": 2, "n_head": 2, "n_embd": 32, **architecture}
+    config = GPTConfig(vocab_size, block_size, **shape)
     model = GPT(config).eval()
     with torch.no_grad():
         for p in model.parameters():

@@ -226,3 +226,40 @@ def test_out_of_vocabulary_draw_is_named_where_it_is_drawn(model, monkeypatch):
             model.generate(prompt, 5, temperature=1.0, use_cache=use_cache)
     # Greedy decoding draws nothing and is unaffected.
     assert model.generate(prompt, 5, temperature=0).shape == (2, 8)
+
+
+def test_rolling_cache_of_a_one_layer_rope_model_equals_rerunning_the_window():
+    """Past block_size a RoPE model's cache rolls (no prefill again). With one layer a
+    key depends only on its token and, through its rotation, on its distance to the
+    query, so each step must give exactly the logits of running the last block_size
+    tokens from scratch."""
+    model = sharp_model(20, 8, n_layer=1, n_embd=16, position="rope")
+    tokens = torch.randint(0, 20, (2, 40))
+    with torch.inference_mode():
+        cache = KVCache.for_model(model, 2)
+        assert cache.rolling
+        model(tokens[:, :8], cache=cache)
+        for t in range(8, 40):  # positions up to 5 windows past the rotary table
+            logits, _ = model(tokens[:, t : t + 1], cache=cache)
+            window, _ = model(tokens[:, t - 7 : t + 1])
+            torch.testing.assert_close(logits[:, -1], window[:, -1], atol=1e-5, rtol=1e-4)
+    assert cache.length == 40
+
+
+@pytest.mark.parametrize("position", ["rope", "learned"])
+def test_generation_past_block_size_rolls_or_refills(position, monkeypatch):
+    """After the prompt, a RoPE model runs one token per forward pass at any length;
+    a learned-position model also refills 3/4 of its window each time it is full."""
+    model = sharp_model(VOCAB, 8, position=position)
+    widths = []
+    real_forward = model.forward
+
+    def counting_forward(idx, *args, **kwargs):
+        widths.append(idx.size(1))
+        return real_forward(idx, *args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counting_forward)
+    out = model.generate(torch.zeros(1, 3, dtype=torch.long), 30, generator=make_generator(1))
+    assert out.shape == (1, 33)
+    refills = {1} if position == "rope" else {1, sliding_window_keep(8)}
+    assert widths[0] == 3 and set(widths[1:]) == refills, widths
