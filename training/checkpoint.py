@@ -13,6 +13,10 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     iter_num         optimizer steps completed
     best_val_loss    lowest validation loss so far (nats per character)
     optimizer        optimizer state_dict (absent in weights-only files: best.pt)
+    training_weights with weight averaging (train.ema_decay) under way: the weights being
+                     trained, while ``model`` holds their average (what is evaluated and
+                     sampled); absent otherwise
+    average          {"updates": n}: how many steps that average holds (absent without)
     rng              {"world_size": N, "ranks": [...]}: for each rank, its python, numpy,
                      torch (and cuda) RNG states and its batch sampler's position
                      (absent in weights-only files)
@@ -30,6 +34,7 @@ import torch
 from data.batches import BatchSampler
 from data.tokenizer import CharTokenizer
 from model import GPT, GPTConfig
+from training.averaging import WeightAverage
 from training.config import ConfigError, RunConfig, flatten
 from training.distributed import DistContext, gather_to_main
 from training.rng import capture_rng_state, restore_rng_state
@@ -154,16 +159,26 @@ def checkpoint_contents(
 
 
 def training_state(
-    optimizer, sampler: BatchSampler, dist: DistContext, device: torch.device
+    optimizer,
+    sampler: BatchSampler,
+    dist: DistContext,
+    device: torch.device,
+    average: WeightAverage | None = None,
+    trained: GPT | None = None,
 ) -> dict:
-    """What resuming needs on top of `checkpoint_contents`: the optimizer state and
-    every rank's RNG and sampler states. Every rank must call it (the states are
-    gathered to rank 0, the only one that writes)."""
+    """What resuming needs on top of `checkpoint_contents`: the optimizer state, every
+    rank's RNG and sampler states, and, once weight averaging is under way, the
+    ``trained`` model's weights (``model`` then holds the ``average``). Every rank must
+    call it (the states are gathered to rank 0, the only one that writes)."""
     rng = {**capture_rng_state(device), "sampler": sampler.state_dict()}
-    return {
+    state = {
         "optimizer": optimizer.state_dict(),
         "rng": {"world_size": dist.world_size, "ranks": gather_to_main(rng, dist)},
     }
+    if average is not None and average.active:
+        state["training_weights"] = trained.state_dict()
+        state["average"] = average.state()
+    return state
 
 
 def check_resume(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> list[str]:
@@ -212,17 +227,25 @@ def check_resume(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> li
 
 def restore_training_state(
     ckpt: dict,
+    model: GPT,
+    average: WeightAverage | None,
     optimizer,
     sampler: BatchSampler,
     dist: DistContext,
     device: torch.device,
 ) -> None:
-    """Give the optimizer its state, and this rank its RNG and sampler states.
+    """Put back what `checkpoint_contents` and `training_state` saved: the trained
+    weights (and their average, if it was under way), the optimizer state, and this
+    rank's RNG and sampler states.
 
     Raises:
         ConfigError: if the optimizer state does not fit the configured optimizer, or
             the checkpoint was written by a different number of processes.
     """
+    # With weight averaging under way, "model" is the average of "training_weights".
+    model.load_state_dict(strip_compiled_prefix(ckpt.get("training_weights", ckpt["model"])))
+    if average is not None and "average" in ckpt:
+        average.restore(strip_compiled_prefix(ckpt["model"]), ckpt["average"])
     try:
         optimizer.load_state_dict(ckpt["optimizer"])  # moved to the parameters' device
     except (ValueError, KeyError) as e:

@@ -90,10 +90,19 @@ class TrainConfig:
     )
     muon_lr: float | None = setting(None, "Muon's peak learning rate (null: learning_rate)")
     muon_momentum: float = setting(0.95, "Muon's momentum coefficient")
+    embedding_lr: float | None = setting(
+        None, "peak learning rate of the embedding tables (AdamW) (null: learning_rate)"
+    )
     weight_decay: float = setting(0.1, "decoupled weight decay, on 2-D weight matrices only")
     beta1: float = setting(0.9, "AdamW's first-moment coefficient")
     beta2: float = setting(0.99, "AdamW's second-moment coefficient")
     grad_clip: float = setting(1.0, "clip the global gradient norm to this (0 = off)")
+    ema_decay: float = setting(
+        0.0,
+        "if > 0, average the weights (an exponential moving average with this decay) from "
+        "step ema_start on, and evaluate, save and sample the average",
+    )
+    ema_start: int = setting(0, "the step after which weight averaging begins")
     compile: bool = setting(
         False,
         "`torch.compile` the model (on CPU with torch's deterministic algorithms, so runs "
@@ -353,6 +362,14 @@ def validate(cfg: RunConfig) -> list[str]:
         problems.append("out_dir must not be empty (it would write into the current folder)")
     if not 0 < t.warmdown_fraction <= 1:
         problems.append(f"train.warmdown_fraction must be in (0, 1], got {t.warmdown_fraction}")
+    if not 0 <= t.ema_decay < 1:
+        problems.append(f"train.ema_decay must be in [0, 1) (0: no averaging), got {t.ema_decay}")
+    if t.ema_start < 0:
+        problems.append(f"train.ema_start must be >= 0, got {t.ema_start}")
+    if t.embedding_lr is not None and t.embedding_lr <= 0:
+        problems.append(
+            f"train.embedding_lr must be > 0 (null: learning_rate), got {t.embedding_lr}"
+        )
     if t.muon_lr is not None and t.muon_lr <= 0:
         problems.append(f"train.muon_lr must be > 0, got {t.muon_lr}")
     for key, value in (

@@ -102,3 +102,27 @@ class Console:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+class Throughput:
+    """Tokens per second over the steps since the last measurement.
+
+    Args:
+        tokens_per_step: tokens one optimizer step trains on (all ranks together).
+        step: the step counting starts from.
+    """
+
+    def __init__(self, tokens_per_step: int, step: int):
+        self.tokens_per_step = tokens_per_step
+        self.restart(step)
+
+    def restart(self, step: int) -> None:
+        """Count from ``step``, now (after an evaluation, so its time is left out)."""
+        self._time, self._step = time.perf_counter(), step
+
+    def measure(self, step: int) -> float:
+        """Tokens per second from the last restart or measurement to ``step``; restarts."""
+        now = time.perf_counter()
+        rate = self.tokens_per_step * (step - self._step) / max(now - self._time, 1e-9)
+        self._time, self._step = now, step
+        return rate

@@ -15,6 +15,7 @@ from torch import nn
 from data.batches import evaluation_windows
 from data.corpus import Corpus
 from training.distributed import DistContext, all_reduce
+from training.nonfinite import NonFiniteLossError
 
 
 def nats_to_bits(loss: float) -> float:
@@ -97,6 +98,29 @@ class Evaluator:
         }
         self.batch_size, self.dist, self.device = tc.eval_batch_size, dist, device
         self.autocast = autocast
+
+    def evaluate(self, model: nn.Module, step: int, seconds: float) -> dict:
+        """One evaluation of ``model`` after ``step`` steps, ``seconds`` into the run.
+
+        Returns:
+            {"iter", "seconds", "train_loss", "val_loss" (nats/char), "val_bpc" (bits/char)}
+
+        Raises:
+            NonFiniteLossError: if the validation loss is NaN or infinite.
+        """
+        losses = self.losses(model)
+        if not math.isfinite(losses["val"]):
+            raise NonFiniteLossError(
+                f"the validation loss is {losses['val']} at iteration {step}; the last good "
+                "checkpoint is kept. Lower train.learning_rate."
+            )
+        return {
+            "iter": step,
+            "seconds": seconds,
+            "train_loss": losses["train"],
+            "val_loss": losses["val"],
+            "val_bpc": nats_to_bits(losses["val"]),
+        }
 
     def losses(self, model: nn.Module) -> dict[str, float]:
         """{"val": loss, "train": loss}, mean cross-entropy in nats per character

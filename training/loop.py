@@ -25,18 +25,18 @@ from torch.nn.parallel import DistributedDataParallel
 
 from data import BatchSampler, prepare_corpus
 from model import GPT, GPTConfig
+from training.averaging import WeightAverage
 from training.checkpoint import (
     check_resume,
     checkpoint_contents,
     load_checkpoint,
     restore_training_state,
     save_checkpoint,
-    strip_compiled_prefix,
     training_state,
 )
 from training.compile import compile_model
 from training.config import RunConfig
-from training.console import Console
+from training.console import Console, Throughput
 from training.device import autocast_context
 from training.distributed import (
     all_reduce,
@@ -44,7 +44,7 @@ from training.distributed import (
     shutdown_distributed,
     wrap_for_data_parallel,
 )
-from training.evaluate import Evaluator, nats_to_bits
+from training.evaluate import Evaluator
 from training.interrupt import StopRequest
 from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
@@ -140,13 +140,13 @@ class Trainer:
             ckpt["iter_num"] if ckpt else 0,
         )
         # self.model is the plain module: checkpoints save its weights. fast_model is
-        # it compiled (train.compile), used by evaluation; train_model is fast_model
-        # wrapped by DDP under torchrun, used by the training step only (DDP's forward
-        # expects a backward pass to follow).
-        self.model = GPT(GPTConfig(**vars(cfg.model)))  # on resume, only dropout may differ
-        if ckpt:
-            self.model.load_state_dict(strip_compiled_prefix(ckpt["model"]))
-        self.model.to(self.device)
+        # it compiled (train.compile), for evaluation; train_model is fast_model wrapped
+        # by DDP under torchrun, for the training step only (DDP's forward expects a
+        # backward pass to follow).
+        self.model = GPT(GPTConfig(**vars(cfg.model))).to(self.device)
+        self.average = None  # weight averaging (train.ema_decay), see training.averaging
+        if tc.ema_decay > 0:
+            self.average = WeightAverage(self.model, tc.ema_decay, tc.ema_start)
         self.fast_model = compile_model(self.model, self.device) if tc.compile else self.model
         self.train_model = wrap_for_data_parallel(self.fast_model, dist, self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
@@ -157,12 +157,12 @@ class Trainer:
             self.corpus.train_ids, block_size, tc.batch_size, seed, self.device
         )
         self.result = TrainResult(out_dir=self.out_dir, rank=dist.rank)
-        if ckpt:
-            restore_training_state(ckpt, self.optimizer, self.sampler, dist, self.device)
-            self.result.iter_num, self.result.best_val_loss = (
-                ckpt["iter_num"],
-                ckpt["best_val_loss"],
+        if ckpt:  # on resume, the architecture is checked equal: only dropout may differ
+            restore_training_state(
+                ckpt, self.model, self.average, self.optimizer, self.sampler, dist, self.device
             )
+            self.result.iter_num = ckpt["iter_num"]
+            self.result.best_val_loss = ckpt["best_val_loss"]
         self.evaluator = Evaluator(self.corpus, cfg, dist, self.device, self.autocast)
         self.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
         self.nonfinite = NonFiniteWatch(self.device)
@@ -204,17 +204,29 @@ class Trainer:
             grad_norm = torch.nn.utils.get_total_norm(grads)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.average is not None:
+            self.average.update(self.model, step + 1)
         return loss_sum, grad_norm, lr
+
+    def evaluated_models(self) -> tuple[torch.nn.Module, GPT]:
+        """What is evaluated, saved as the model and sampled: the weight average once
+        it is under way (train.ema_decay), else the trained model. Returns (the module
+        to run, compiled if train.compile; the plain GPT holding those weights)."""
+        if self.average is not None and self.average.active:
+            return self.average.module, self.average.module
+        return self.fast_model, self.model
 
     def save(self, best: bool = False) -> None:
         """Write ckpt.pt (the full training state) after checking the run is finite,
         and best.pt (weights only) if ``best``. Every rank must call it; rank 0 writes."""
         self.nonfinite.check(self.dist, self.out_dir / CKPT_NAME)
-        r = self.result
+        r, (_, shown) = self.result, self.evaluated_models()
         contents = checkpoint_contents(
-            self.model, self.corpus.tokenizer, self.cfg, r.iter_num, r.best_val_loss
+            shown, self.corpus.tokenizer, self.cfg, r.iter_num, r.best_val_loss
         )
-        state = training_state(self.optimizer, self.sampler, self.dist, self.device)
+        state = training_state(
+            self.optimizer, self.sampler, self.dist, self.device, self.average, self.model
+        )
         if self.dist.is_main:
             save_checkpoint({**contents, **state}, self.out_dir / CKPT_NAME)
             if best:
@@ -227,25 +239,19 @@ class Trainer:
             NonFiniteLossError: if a training or the validation loss is not finite.
         """
         self.nonfinite.check(self.dist, self.out_dir / CKPT_NAME)
-        losses = self.evaluator.losses(self.fast_model)
-        step, val = self.result.iter_num, losses["val"]
-        if not math.isfinite(val):
-            raise NonFiniteLossError(
-                f"the validation loss is {val} at iteration {step}; the last good "
-                f"checkpoint in {self.out_dir} is kept. Lower train.learning_rate."
-            )
-        seconds = time.perf_counter() - started
-        ev = {"iter": step, "seconds": seconds, "train_loss": losses["train"], "val_loss": val}
-        ev["val_bpc"] = nats_to_bits(val)
+        fast, shown = self.evaluated_models()
+        step, seconds = self.result.iter_num, time.perf_counter() - started
+        ev = self.evaluator.evaluate(fast, step, seconds)
         self.result.evals.append(ev)
+        val = ev["val_loss"]
         improved = val < self.result.best_val_loss
         self.result.best_val_loss = min(val, self.result.best_val_loss)
         self.save(best=improved)
         if self.dist.is_main:
-            self.writer.evaluation(step, val, losses["train"], self.result.best_val_loss)
-            self.views.log_evaluation(self.writer, self.model, step)
+            self.writer.evaluation(step, val, ev["train_loss"], self.result.best_val_loss)
+            self.views.log_evaluation(self.writer, shown, step)
         self.console.say(
-            f"step {step}: train {losses['train']:.4f}, val {val:.4f} nats/char "
+            f"step {step}: train {ev['train_loss']:.4f}, val {val:.4f} nats/char "
             f"({ev['val_bpc']:.4f} bits/char), {seconds:.0f} s" + (" *best*" if improved else "")
         )
 
@@ -266,25 +272,21 @@ class Trainer:
             notes.append(
                 "note: resuming with changed settings: " + "; ".join(self.changed_on_resume)
             )
-        for note in filter(None, notes):
-            self.console.say(note)
-        self.console.say(
-            f"training on {self.device}"
-            + (
-                f" x {dist.world_size} process{'es' if dist.world_size > 1 else ''} "
-                f"({dist.backend} process group)"
-                if dist.enabled
-                else ""
-            )
-            + f": {self.model.num_params() / 1e6:.2f} M parameters (without position "
-            f"embeddings), vocab {cfg.model.vocab_size}, global batch {tc.batch_size} x "
-            f"{tc.gradient_accumulation_steps} accumulation x {dist.world_size} ranks = "
-            f"{self.tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> {self.out_dir}"
+        n, plural = dist.world_size, "es" if dist.world_size > 1 else ""
+        group = f" x {n} process{plural} ({dist.backend} process group)" if dist.enabled else ""
+        notes.append(
+            f"training on {self.device}{group}: {self.model.num_params() / 1e6:.2f} M "
+            f"parameters (without position embeddings), vocab {cfg.model.vocab_size}, "
+            f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
+            f"{dist.world_size} ranks = {self.tokens_per_iter} tokens/step, steps "
+            f"{start}..{tc.max_iters} -> {self.out_dir}"
         )
         if tc.compile:
-            self.console.say("compiling the model (torch.compile): the first step takes a while")
-        started = last_log_time = time.perf_counter()
-        last_log_step = start
+            notes.append("compiling the model (torch.compile): the first step takes a while")
+        for note in filter(None, notes):
+            self.console.say(note)
+        started = time.perf_counter()
+        throughput = Throughput(self.tokens_per_iter, start)
         self.model.train()
         try:
             with StopRequest() as stop:
@@ -301,10 +303,7 @@ class Trainer:
                         self.nonfinite.check(dist, self.out_dir / CKPT_NAME)
                         # With the check above, the only host-device syncs per interval.
                         loss = (all_reduce(loss.clone(), dist) / dist.world_size).item()
-                        now = time.perf_counter()
-                        rate = self.tokens_per_iter * (result.iter_num - last_log_step)
-                        rate /= now - last_log_time
-                        last_log_time, last_log_step = now, result.iter_num
+                        rate = throughput.measure(result.iter_num)
                         result.losses[result.iter_num] = loss
                         if dist.is_main:
                             self.writer.training_step(
@@ -314,8 +313,7 @@ class Trainer:
                     self.console.step(result.iter_num, fields)
                     if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
                         self.evaluate_and_save(started)
-                        # Keep evaluation time out of the next tokens/s figure.
-                        last_log_time, last_log_step = time.perf_counter(), result.iter_num
+                        throughput.restart(result.iter_num)  # evaluation time left out
                 if result.interrupted:
                     stop.saving = True  # a further Ctrl-C must not cut the save short
                     self.save()

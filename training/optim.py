@@ -116,16 +116,37 @@ class MultiOptimizer:
             opt.load_state_dict(opt_state)
 
 
+def _undecayed_groups(model: nn.Module, params: list, cfg: TrainConfig) -> list[dict]:
+    """AdamW groups without weight decay: one, or, with cfg.embedding_lr, the embedding
+    tables at their own learning rate and the rest (norms, biases)."""
+    if cfg.embedding_lr is None:
+        return [{"params": params, "weight_decay": 0.0, "lr_scale": 1.0}]
+    tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    scale = cfg.embedding_lr / cfg.learning_rate
+    return [
+        {"params": [p for p in params if id(p) in tables], "weight_decay": 0.0, "lr_scale": scale},
+        {
+            "params": [p for p in params if id(p) not in tables],
+            "weight_decay": 0.0,
+            "lr_scale": 1.0,
+        },
+    ]
+
+
 def build_optimizer(model: nn.Module, cfg: TrainConfig, device_type: str):
     """The optimizer that ``cfg.optimizer`` names, over explicit parameter groups.
 
     Each group carries ``lr_scale``: the training loop sets its learning rate to the
     schedule's value times ``lr_scale`` (Muon's peak is ``train.muon_lr``).
 
+    With ``embedding_lr`` set, the embedding tables get a group of their own whose
+    ``lr_scale`` is embedding_lr / learning_rate (without it, no such group, so the
+    optimizer state of earlier checkpoints still fits).
+
     Args:
         model: the (uncompiled) model.
-        cfg: uses optimizer, learning_rate, muon_lr, muon_momentum, weight_decay,
-            beta1, beta2.
+        cfg: uses optimizer, learning_rate, muon_lr, muon_momentum, embedding_lr,
+            weight_decay, beta1, beta2.
         device_type: "cuda" enables fused AdamW kernels; elsewhere multi-tensor
             (foreach) steps.
 
@@ -138,7 +159,7 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device_type: str):
         decay, no_decay = parameter_groups(model)
         groups = [
             {"params": decay["params"], "weight_decay": cfg.weight_decay, "lr_scale": 1.0},
-            {"params": no_decay["params"], "weight_decay": 0.0, "lr_scale": 1.0},
+            *_undecayed_groups(model, no_decay["params"], cfg),
         ]
         return torch.optim.AdamW(groups, **adam)
     hidden, other, no_decay = muon_parameter_groups(model)
@@ -154,7 +175,7 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device_type: str):
     )
     adam_groups = [
         {"params": other["params"], "weight_decay": cfg.weight_decay, "lr_scale": 1.0},
-        {"params": no_decay["params"], "weight_decay": 0.0, "lr_scale": 1.0},
+        *_undecayed_groups(model, no_decay["params"], cfg),
     ]
     adam_groups = [g for g in adam_groups if g["params"]]
     return MultiOptimizer([muon, torch.optim.AdamW(adam_groups, **adam)])
