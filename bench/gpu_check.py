@@ -427,9 +427,10 @@ def train_speed_figures(row: dict[str, str]) -> str:
 
 def sample_speed_figures(row: dict[str, str]) -> str:
     """One row of bench/sample_speed.py's table, in a line."""
-    layers, _, width, _ = (part.strip() for part in row["model"].split(","))
+    parts = [part.strip() for part in row["model"].split(",")]  # layers, heads, width, ...
     return (
-        f"{layers}, {width}, batch {row['batch']}: {row['KV cache (chars/s)']} chars/s "
+        f"{parts[0]}, {parts[2]}, {parts[-1]}, batch {row['batch']}: "
+        f"{row['KV cache (chars/s)']} chars/s "
         f"with the KV cache ({row['speed-up']} the speed without)"
     )
 
@@ -454,7 +455,7 @@ def step_sample_speed(check: Check, limit_s: float) -> StepResult:
     if check.quick:
         cmd += ["--models", "cpu", "--batch-sizes", "1", "--new-tokens", "8"]
     else:
-        cmd += ["--models", "cpu,6x384", "--batch-sizes", "1,8", "--new-tokens", "500"]
+        cmd += ["--models", "cpu,6x384,6x384-rope", "--batch-sizes", "1,8", "--new-tokens", "500"]
     return run_benchmark(check, title, cmd, limit_s, sample_speed_figures)
 
 

@@ -10,7 +10,8 @@ temperature 1), once with `use_cache=False` (every step re-runs the last block_s
 tokens) and once with the KV cache, and prints characters per second: characters
 generated in the whole batch divided by wall-clock seconds. One untimed warm-up run of
 a few tokens precedes each timing. Past block_size the cached path slides its window
-(see GPT.generate_stream), and that cost is included.
+(model/generation.py: a RoPE model's cache rolls; a learned-position model refills 3/4
+of its window every block_size/4 characters), and that cost is included.
 
 The model runs in float32 on every device, as sample.py runs it; on CUDA the clock
 is read after the device has finished (torch.cuda.synchronize).
@@ -34,10 +35,11 @@ from model.sampling import make_generator  # noqa: E402
 from training.config import ConfigError  # noqa: E402
 from training.device import resolve_device  # noqa: E402
 
-# name -> (n_layer, n_head, n_embd, block_size)
+# name -> (n_layer, n_head, n_embd, block_size, position)
 SHAPES = {
-    "cpu": (4, 4, 128, 64),  # configs/shakespeare_char_cpu.yaml, model section
-    "6x384": (6, 6, 384, 256),  # configs/shakespeare_char.yaml shape
+    "cpu": (4, 4, 128, 64, "rope"),  # configs/shakespeare_char_cpu.yaml's shape, RoPE
+    "6x384": (6, 6, 384, 256, "learned"),  # configs/shakespeare_char.yaml (GPT-2)
+    "6x384-rope": (6, 6, 384, 256, "rope"),  # the same shape with RoPE (the modern recipe)
 }
 VOCAB_SIZE = 65  # Tiny Shakespeare's characters
 
@@ -45,7 +47,9 @@ VOCAB_SIZE = 65  # Tiny Shakespeare's characters
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; every size can be made small for a short run."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default="cpu,6x384", help=f"comma list of {sorted(SHAPES)}")
+    p.add_argument(
+        "--models", default="cpu,6x384,6x384-rope", help=f"comma list of {sorted(SHAPES)}"
+    )
     p.add_argument("--batch-sizes", default="1,8", help="comma list of batch sizes")
     p.add_argument("--new-tokens", type=int, default=1000, help="characters per sequence")
     p.add_argument("--prompt-len", type=int, default=1, help="prompt characters")
@@ -95,11 +99,11 @@ def main(argv: list[str] | None = None) -> None:
     print("| model | batch | no cache (chars/s) | KV cache (chars/s) | speed-up |")
     print("|---|---|---|---|---|")
     for name in args.models.split(","):
-        n_layer, n_head, n_embd, block_size = SHAPES[name]
+        n_layer, n_head, n_embd, block_size, position = SHAPES[name]
         torch.manual_seed(args.seed)
-        config = GPTConfig(VOCAB_SIZE, block_size, n_layer, n_head, n_embd)
+        config = GPTConfig(VOCAB_SIZE, block_size, n_layer, n_head, n_embd, position=position)
         model = GPT(config).eval().to(device)
-        label = f"{n_layer} layers, {n_head} heads, {n_embd} wide, block {block_size}"
+        label = f"{n_layer} layers, {n_head} heads, {n_embd} wide, block {block_size}, {position}"
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             cached = chars_per_second(model, batch, args, use_cache=True)
             if args.no_cache:
