@@ -17,9 +17,10 @@ from pathlib import Path
 import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
-from cli.stop_sequences import StopSequences, unescape
+from cli.stop_sequences import StopSequences
 from data import CorpusError
-from data.corpus import normalize_newlines
+from data.decoding import normalize_newlines
+from data.escapes import unescape
 from model.sampling import (
     SamplingArgumentError,
     SamplingError,

@@ -1,48 +1,7 @@
-"""Stop strings for sample.py: the escapes --stop understands, and the matcher that
-ends each sample of a batch at the first stop sequence it generates."""
+"""Stop strings for sample.py: the matcher that ends each sample of a batch at the first
+stop sequence it generates (the escapes --stop understands are `data.escapes`)."""
 
-import re
-import sys
 from collections.abc import Sequence
-
-# Backslash escapes understood in --stop, as in Python string literals. Decoding them
-# with codecs' "unicode_escape" would misread non-ASCII text (it takes the str as
-# Latin-1 bytes), so "하늘\n" is decoded here, one escape at a time.
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[\\nrt0abfv'\"])")
-_SIMPLE_ESCAPES = {
-    "\\": "\\",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "0": "\0",
-    "a": "\a",
-    "b": "\b",
-    "f": "\f",
-    "v": "\v",
-    "'": "'",
-    '"': '"',
-}
-
-
-def unescape(text: str) -> str:
-    """Replace backslash escapes (\\n, \\t, \\r, \\\\, \\xHH, \\uHHHH, \\UHHHHHHHH, ...) by the
-    characters they stand for; any other character, non-ASCII included, is kept as is,
-    and so is an unknown escape such as \\q.
-
-    Raises:
-        ValueError: for a \\U escape beyond U+10FFFF.
-    """
-
-    def replace(match: re.Match) -> str:
-        code = match.group(1)
-        if len(code) > 1:  # \x, \u or \U followed by hexadecimal digits
-            value = int(code[1:], 16)
-            if value > sys.maxunicode:
-                raise ValueError(f"escape \\{code} is beyond U+{sys.maxunicode:X}")
-            return chr(value)
-        return _SIMPLE_ESCAPES[code]
-
-    return _ESCAPE.sub(replace, text)
 
 
 class StopSequences:

@@ -1,7 +1,60 @@
-"""Batches: random training windows, and fixed windows that cover a split for evaluation."""
+"""Batches: random training windows, and fixed windows that cover a split for evaluation.
+
+Both read their windows from the split's token array (a read-only ``np.memmap`` of the
+cached token file, or any 1-D array) with one numpy gather per batch, and only the
+(B, T + 1) batch is converted to int64: the corpus is never copied into memory.
+
+Pages of a memory-mapped file count as this process's resident memory (RSS) once
+touched, and the kernel maps up to 64 KiB around each page read, so random windows from
+a 1 GB corpus would soon make RSS look like a gigabyte, although the kernel could drop
+those pages (they are file cache) at any time. `WindowReader` therefore hands the pages
+back every RELEASE_EVERY_WINDOWS windows (``madvise(MADV_DONTNEED)``: the next read
+maps them again from the file cache), which keeps RSS flat for any corpus size.
+"""
+
+import mmap
 
 import numpy as np
 import torch
+
+# Windows read between two releases of the mapped pages: at most about 64 KiB each
+# stays mapped, so a reader holds at most ~64 MB of a large corpus.
+RELEASE_EVERY_WINDOWS = 1024
+
+
+def memory_mapping(array: np.ndarray) -> mmap.mmap | None:
+    """The memory map under an ``np.memmap`` (or a slice of one), else None."""
+    base = array
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    return base
+
+
+class WindowReader:
+    """Reads windows of consecutive tokens from a 1-D token array, returning pages of
+    a memory-mapped array to the operating system now and then (see module docstring).
+
+    Args:
+        ids: (N,) token ids of one split (uint16/uint32, often an ``np.memmap``).
+        length: tokens per window (block_size + 1).
+    """
+
+    def __init__(self, ids: np.ndarray, length: int):
+        self.ids = ids
+        self.offsets = np.arange(length)
+        mapping = memory_mapping(ids)
+        self._mapping = mapping if hasattr(mapping, "madvise") else None
+        self._since_release = 0
+
+    def read(self, starts: np.ndarray) -> torch.Tensor:
+        """(W, length) int64 tensor: row i is ids[starts[i] : starts[i] + length]."""
+        windows = self.ids[starts[:, None] + self.offsets]  # one gather, no Python loop
+        if self._mapping is not None:
+            self._since_release += len(starts)
+            if self._since_release >= RELEASE_EVERY_WINDOWS:
+                self._mapping.madvise(mmap.MADV_DONTNEED)
+                self._since_release = 0
+        return torch.from_numpy(windows.astype(np.int64))
 
 
 class BatchSampler:
@@ -12,7 +65,8 @@ class BatchSampler:
     (`state_dict`) independently of dropout's RNG.
 
     Args:
-        ids: (N,) token ids of one split, N >= block_size + 1.
+        ids: (N,) token ids of one split, N >= block_size + 1 (an ``np.memmap`` is
+            read window by window, never copied whole).
         block_size: T, tokens per example.
         batch_size: B, examples per batch.
         seed: seeds the sampler's RNG.
@@ -25,18 +79,17 @@ class BatchSampler:
     def __init__(self, ids: np.ndarray, block_size: int, batch_size: int, seed: int, device):
         if len(ids) < block_size + 1:
             raise ValueError(f"split of {len(ids)} tokens is shorter than block_size + 1")
-        self.data = torch.from_numpy(ids.astype(np.int64))
+        self.reader = WindowReader(ids, block_size + 1)
+        self.n_starts = len(ids) - block_size  # windows that fit entirely
         self.block_size = block_size
         self.batch_size = batch_size
         self.device = torch.device(device)
         self.generator = torch.Generator().manual_seed(seed)
-        self._offsets = torch.arange(block_size + 1)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns (x, y), both (B, T) int64 on the sampler's device."""
-        n_starts = len(self.data) - self.block_size  # windows that fit entirely
-        starts = torch.randint(n_starts, (self.batch_size,), generator=self.generator)
-        windows = self.data[starts[:, None] + self._offsets]  # (B, T + 1), no Python loop
+        starts = torch.randint(self.n_starts, (self.batch_size,), generator=self.generator)
+        windows = self.reader.read(starts.numpy())  # (B, T + 1)
         if self.device.type == "cuda":
             windows = windows.pin_memory().to(self.device, non_blocking=True)
         else:
@@ -52,41 +105,74 @@ class BatchSampler:
         self.generator.set_state(state["generator"])
 
 
-def evaluation_windows(
-    ids: np.ndarray, block_size: int, max_tokens: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fixed windows for a deterministic evaluation.
+class EvaluationWindows:
+    """Fixed windows for a deterministic evaluation, read batch by batch.
 
-    Without ``max_tokens``, every token of the split except the first is a target
-    exactly once: non-overlapping windows from the start, plus one last window
-    aligned to the end whose already-counted targets are set to -1 (ignored by the
-    loss). With ``max_tokens``, about that many targets from windows spread evenly
-    over the split (a fixed sample of a large split).
+    Without ``max_tokens`` (or when the split has no more targets than that), every
+    token of the split except the first is a target exactly once: non-overlapping
+    windows from the start, plus one last window aligned to the end whose
+    already-counted targets are set to -1 (ignored by the loss). With ``max_tokens``,
+    about that many targets from non-overlapping windows spread evenly over the split
+    (a fixed sample of a large split).
 
     Args:
         ids: (N,) token ids, N >= block_size + 1.
         block_size: T.
         max_tokens: optional cap on the number of targets.
 
-    Returns:
-        (x, y): (W, T) int64 inputs and targets; y is -1 where a target is not counted.
+    Attributes:
+        starts: (W,) int64 start of each window, in order.
+        covers_split: True if every target of the split is counted.
     """
-    data = torch.from_numpy(ids.astype(np.int64))
-    n, T = len(data), block_size
-    last_start = n - T - 1
-    if max_tokens is not None and max_tokens < n - 1:
-        n_windows = max(1, min(max_tokens // T, last_start // T + 1))
-        starts = torch.linspace(0, last_start, n_windows).long()
-        counted_from = None
-    else:
-        starts = torch.arange(0, last_start + 1, T)
-        counted_from = int(starts[-1]) + T + 1  # first target not yet covered
-        if counted_from <= n - 1:
-            starts = torch.cat([starts, torch.tensor([last_start])])
-    windows = data[starts[:, None] + torch.arange(T + 1)]
-    x, y = windows[:, :-1], windows[:, 1:].clone()
-    if counted_from is not None and counted_from <= n - 1:
-        # Target positions in the final window are last_start+1 .. n-1.
-        target_pos = torch.arange(last_start + 1, n)
-        y[-1, target_pos < counted_from] = -1
-    return x, y
+
+    def __init__(self, ids: np.ndarray, block_size: int, max_tokens: int | None = None):
+        n, T = len(ids), block_size
+        last_start = n - T - 1
+        self.block_size, self.n = T, n
+        self.covers_split = max_tokens is None or max_tokens >= n - 1
+        self.counted_from = None  # first target position of the final window not yet counted
+        if not self.covers_split:
+            n_windows = max(1, min(max_tokens // T, last_start // T + 1))
+            self.starts = np.linspace(0, last_start, n_windows).astype(np.int64)
+        else:
+            self.starts = np.arange(0, last_start + 1, T, dtype=np.int64)
+            counted_from = int(self.starts[-1]) + T + 1
+            if counted_from <= n - 1:
+                self.starts = np.append(self.starts, last_start)
+                self.counted_from = counted_from
+        self.reader = WindowReader(ids, T + 1)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def n_targets(self) -> int:
+        """Number of counted targets (characters whose prediction is scored)."""
+        if self.counted_from is None:
+            return len(self.starts) * self.block_size
+        return (len(self.starts) - 1) * self.block_size + self.n - self.counted_from
+
+    def batches(self, batch_size: int, rank: int = 0, world_size: int = 1):
+        """Yield (x, y), (b, T) int64 inputs and targets (y is -1 where a target is not
+        counted), for windows rank, rank + world_size, ... (all of them by default),
+        batch_size windows at a time."""
+        mine = np.arange(rank, len(self.starts), world_size)
+        for i in range(0, len(mine), batch_size):
+            chosen = mine[i : i + batch_size]
+            windows = self.reader.read(self.starts[chosen])
+            x, y = windows[:, :-1], windows[:, 1:].clone()
+            if self.counted_from is not None and chosen[-1] == len(self.starts) - 1:
+                # The final window's targets are at positions last_start + 1 .. n - 1.
+                target_pos = torch.arange(self.starts[-1] + 1, self.n)
+                y[-1, target_pos < self.counted_from] = -1
+            yield x, y
+
+
+def evaluation_windows(
+    ids: np.ndarray, block_size: int, max_tokens: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """All the windows of `EvaluationWindows` at once: (x, y), (W, T) int64 inputs and
+    targets, y -1 where a target is not counted (for small splits and tests; a large
+    split is read batch by batch with `EvaluationWindows.batches`)."""
+    windows = EvaluationWindows(ids, block_size, max_tokens)
+    return next(windows.batches(len(windows)))

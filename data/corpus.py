@@ -1,28 +1,41 @@
-"""Corpus preparation: a UTF-8 text file -> tokenizer + train/validation token arrays.
+"""A prepared corpus: its files -> a character vocabulary and memory-mapped token
+arrays, cached; and the default corpus, Tiny Shakespeare, fetched when missing.
 
-The first ``1 - val_fraction`` of the characters are the training split, the rest the
-validation split (for Tiny Shakespeare and 0.1: 1,003,854 / 111,540 tokens). The arrays
-are cached under ``cache_dir`` keyed by the file's sha256, so the next run starts at
-once and a changed corpus is prepared again.
+The corpus's characters, in order, are split into train | validation | test: the
+first ``1 - val_fraction - test_fraction`` train, the next ``val_fraction``
+validate, the last ``test_fraction`` (0 by default) are held out for
+``evaluate.py --split test`` only. For Tiny Shakespeare and 0.1: 1,003,854 / 111,540.
 
-The default corpus, Tiny Shakespeare, is fetched when missing: from an offline copy
-beside the checkout (``../shared/data/tinyshakespeare/input.txt``) if there is one,
-else from its canonical address; either way its sha256 is verified.
+Preparation streams (`data.prepare`): its memory does not grow with the corpus. The
+token ids are written once to ``<cache_dir>/<name>-<key>/tokens.bin`` (uint16 up to
+65,535 distinct characters, else uint32) with ``meta.json`` beside them; the key
+covers every file's path, size and sha256 (`data.sources`) and the decoding settings,
+so the next run starts at once and an edited, added or removed file prepares again.
+The splits are read-only ``np.memmap`` views of that one file: nothing is loaded into
+memory, and another ``val_fraction`` needs no new preparation.
+
+Tiny Shakespeare comes from an offline copy beside the checkout
+(``../shared/data/tinyshakespeare/input.txt``) if there is one, else from its
+canonical address; either way its sha256 is verified.
 """
 
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from data.decoding import DEFAULT_CHUNK_BYTES, CorpusText
 from data.errors import CorpusError
-from data.normalization import normalize_text
+from data.escapes import unescape
+from data.prepare import PROGRESS_MIN_BYTES, bytes_bar, prepare_tokens
+from data.sources import find_sources
 from data.tokenizer import CharTokenizer
 
 DEFAULT_CORPUS_PATH = "data/tinyshakespeare/input.txt"
@@ -33,7 +46,8 @@ TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca
 OFFLINE_COPY = (
     Path(__file__).resolve().parent.parent.parent / "shared/data/tinyshakespeare/input.txt"
 )
-CACHE_FORMAT = 2  # bump when the cached files' layout or the text normalisation changes
+CACHE_FORMAT = 3  # bump when the cached files' layout or the text normalisation changes
+TOKENS_NAME, META_NAME = "tokens.bin", "meta.json"
 
 
 @dataclass
@@ -42,27 +56,33 @@ class Corpus:
 
     Attributes:
         tokenizer: the character vocabulary.
-        train_ids: (N_train,) uint16/uint32 token ids of the training split.
-        val_ids: (N_val,) token ids of the validation split.
-        path: the text file it came from.
-        sha256: hex digest of that file's bytes.
+        train_ids: (N_train,) uint16/uint32 token ids of the training split: a
+            read-only ``np.memmap`` (index it; a whole-split ``astype`` would copy it
+            into memory).
+        val_ids: (N_val,) token ids of the validation split, likewise.
+        path: ``data.path`` as given (a file, folder or glob).
+        fingerprint: sha256 (hex) of the files' names, sizes and contents.
         origin: one line for the log: where the text came from, its size, and
             whether the arrays were prepared now or read from the cache.
+        test_ids: (N_test,) token ids of the held-out test split (empty when
+            data.test_fraction is 0); never used by training.
     """
 
     tokenizer: CharTokenizer
     train_ids: np.ndarray
     val_ids: np.ndarray
     path: Path
-    sha256: str
+    fingerprint: str
     origin: str = ""
+    test_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint16))
 
     def check_fits(self, block_size: int, vocab_size: int = 0) -> None:
-        """Ensure each split holds at least one window of block_size + 1 tokens, and
-        that a vocab_size given by hand (0: from the corpus) is the corpus's.
+        """Ensure each split (the test split too, when there is one) holds at least one
+        window of block_size + 1 tokens, and that a vocab_size given by hand (0: from
+        the corpus) is the corpus's.
 
         Raises:
-            CorpusError: giving both split sizes, block_size and the fixes; or both
+            CorpusError: giving the split sizes, block_size and the fixes; or both
                 vocabulary sizes.
         """
         if vocab_size not in (0, self.tokenizer.vocab_size):
@@ -72,50 +92,208 @@ class Corpus:
                 "at 0 (it is set from the corpus)"
             )
         sizes = {"training": len(self.train_ids), "validation": len(self.val_ids)}
+        if len(self.test_ids):
+            sizes["test"] = len(self.test_ids)
         too_short = [name for name, n in sizes.items() if n < block_size + 1]
         if too_short:
+            test = f", test {sizes['test']}" if "test" in sizes else ""
             raise CorpusError(
                 f"{self.path}: the {' and '.join(too_short)} split"
                 f"{'s are' if len(too_short) > 1 else ' is'} too short for model.block_size="
                 f"{block_size}: train has {sizes['training']} characters, validation "
-                f"{sizes['validation']}, and each needs at least block_size + 1 = "
+                f"{sizes['validation']}{test}, and each needs at least block_size + 1 = "
                 f"{block_size + 1}. Use a longer text, a smaller model.block_size, or "
-                "another data.val_fraction."
+                "another data.val_fraction" + (" or data.test_fraction." if test else ".")
             )
 
 
-def normalize_newlines(text: str) -> str:
-    """Turn Windows (CRLF) and old Mac (lone CR) line endings into '\\n'."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def decode_corpus(
-    raw: bytes, path: Path | str, errors: str = "strict", normalization: str = "none"
-) -> str:
-    """Decode a corpus's bytes as UTF-8, drop a leading BOM, normalise newlines and
-    put the text in a Unicode normalisation form.
-
-    Args:
-        raw: the file's bytes.
-        path: shown in error messages.
-        errors: "strict" (fail on invalid UTF-8) or "replace" (use U+FFFD).
-        normalization: "nfc", "nfkc", "nfd", "nfkd" or "none" (see `data.normalization`).
+def split_sizes(n_tokens: int, val_fraction: float, test_fraction: float = 0.0):
+    """(n_train, n_val, n_test) for a corpus of ``n_tokens`` characters: train is
+    int(n * (1 - val_fraction - test_fraction)), test int(n * test_fraction),
+    validation the rest between them.
 
     Raises:
-        CorpusError: for invalid UTF-8 (with the byte offset) or an empty text.
+        CorpusError: for fractions outside their ranges.
+    """
+    if not 0 < val_fraction < 1:
+        raise CorpusError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
+    if not 0 <= test_fraction < 1 - val_fraction:
+        raise CorpusError(
+            f"data.test_fraction must be in [0, 1 - data.val_fraction), got {test_fraction}"
+        )
+    n_train = int(n_tokens * (1 - val_fraction - test_fraction))
+    n_test = int(n_tokens * test_fraction)
+    return n_train, n_tokens - n_train - n_test, n_test
+
+
+def prepare_corpus(
+    path: str | Path = DEFAULT_CORPUS_PATH,
+    val_fraction: float = 0.1,
+    cache_dir: str | Path = "data/cache",
+    decode_errors: str = "strict",
+    normalization: str = "nfc",
+    *,
+    test_fraction: float = 0.0,
+    include: str = "*",
+    separator: str = "\\n",
+    progress: bool = False,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> Corpus:
+    """Load (or prepare and cache) the tokenizer and token arrays of a corpus.
+
+    Args:
+        path: a UTF-8 text file, a folder or a glob (`data.sources.find_sources`);
+            the default path fetches Tiny Shakespeare if missing.
+        val_fraction: share of the characters, after the training split, for validation.
+        cache_dir: where prepared corpora are kept, one folder each.
+        decode_errors: "strict" or "replace", see `data.decoding.CorpusText`.
+        normalization: Unicode normalisation form of the text, see `data.normalization`.
+        test_fraction: share of the characters, at the very end, held out as the test split.
+        include: comma-separated patterns of the files to read in a folder or glob.
+        separator: text put between two files, as ``data.separator`` spells it
+            (escapes such as ``\\n`` are understood, see `data.escapes`).
+        progress: show tqdm bars (hashing, both passes) for a corpus of 32 MB or more.
+        chunk_bytes: bytes read, and characters handled, at a time (bounds memory;
+            the result does not depend on it).
+
+    Returns:
+        The prepared `Corpus`.
+
+    Raises:
+        CorpusError: for a missing, unreadable, empty or non-UTF-8 file (named, with
+            the byte offset), a folder or glob with no matching file, a bad separator,
+            fractions out of range, or a cache folder that cannot be written.
+    """
+    given = Path(path)
+    split_sizes(1, val_fraction, test_fraction)  # checks the fractions before any work
+    fetched_from = ensure_default_corpus(given) if given == Path(DEFAULT_CORPUS_PATH) else None
+    sources = find_sources(path, include)
+    text = CorpusText(
+        sources, unescape_separator(separator), decode_errors, normalization, chunk_bytes
+    )
+    show = progress and sources.total_bytes >= PROGRESS_MIN_BYTES
+    with bytes_bar(show, sources.total_bytes, "hashing corpus files") as on_bytes:
+        fingerprint = sources.fingerprint(on_bytes)
+    settings = [fingerprint, decode_errors, normalization, f"format {CACHE_FORMAT}"]
+    if len(sources.files) > 1:
+        settings.append(f"separator {text.separator!r}")
+    key = hashlib.sha256("\n".join(settings).encode()).hexdigest()[:20]
+    folder = Path(cache_dir) / f"{_readable_name(given)}-{key}"
+    described = sources.describe()
+    if fetched_from:
+        described += f" (fetched from {fetched_from}, sha256 checked)"
+
+    meta = _load_cache(folder)
+    how = "read from the cache"
+    if meta is None:
+        meta = _prepare_into(folder, text, progress)
+        how = f"prepared into {cache_dir}"
+    tokenizer = CharTokenizer(meta["vocab"], meta["normalization"])
+    tokens = np.memmap(folder / TOKENS_NAME, dtype=np.dtype(meta["dtype"]), mode="r")
+    n_train, n_val, n_test = split_sizes(len(tokens), val_fraction, test_fraction)
+    corpus = Corpus(
+        tokenizer,
+        tokens[:n_train],
+        tokens[n_train : n_train + n_val],
+        given,
+        fingerprint,
+        test_ids=tokens[n_train + n_val :],
+    )
+    corpus.origin = _describe(corpus, described, meta.get("replaced_bytes", 0), how)
+    return corpus
+
+
+def unescape_separator(separator: str) -> str:
+    """``data.separator`` as text: its escapes (`data.escapes`) become the characters
+    they name.
+
+    Raises:
+        CorpusError: for a malformed escape, naming data.separator.
     """
     try:
-        text = raw.decode("utf-8-sig", errors=errors)
-    except UnicodeDecodeError as e:
-        raise CorpusError(
-            f"{path} is not valid UTF-8: byte 0x{raw[e.start]:02x} at byte offset {e.start}. "
-            "Convert the file to UTF-8, or set data.decode_errors=replace to replace "
-            "bad bytes with U+FFFD."
-        ) from None
-    text = normalize_text(normalize_newlines(text), normalization)
-    if not text:
-        raise CorpusError(f"{path} is empty: give data.path a text file with content")
-    return text
+        return unescape(separator)
+    except ValueError as e:
+        raise CorpusError(f"data.separator={separator!r}: {e}") from None
+
+
+def _readable_name(path: Path) -> str:
+    """The start of a cache folder's name, so that a person can tell which is which."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", path.stem or path.name or "corpus").strip("._")
+    return name[:40] or "corpus"
+
+
+def _describe(corpus: Corpus, sources: str, replaced_bytes: int, how: str) -> str:
+    """The log line that says what corpus a run reads."""
+    tok = corpus.tokenizer
+    n = len(corpus.train_ids) + len(corpus.val_ids) + len(corpus.test_ids)
+    test = f" / test {len(corpus.test_ids):,}" if len(corpus.test_ids) else ""
+    replaced = (
+        f"; {replaced_bytes:,} invalid UTF-8 bytes replaced by U+FFFD" if replaced_bytes else ""
+    )
+    return (
+        f"corpus: {sources}: {n:,} characters, {tok.vocab_size:,} distinct, "
+        f"normalization {tok.normalization}; train {len(corpus.train_ids):,} / validation "
+        f"{len(corpus.val_ids):,}{test}{replaced}; {how}"
+    )
+
+
+def _load_cache(folder: Path) -> dict | None:
+    """The cache entry's meta.json, or None if it is missing or damaged."""
+    try:
+        meta = json.loads((folder / META_NAME).read_text(encoding="utf-8"))
+        size = (folder / TOKENS_NAME).stat().st_size
+        if (
+            meta["format"] != CACHE_FORMAT
+            or size != meta["n_tokens"] * np.dtype(meta["dtype"]).itemsize
+        ):
+            return None
+        CharTokenizer(meta["vocab"], meta["normalization"])  # a damaged vocabulary fails here
+        return meta
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # missing or damaged cache: prepare again
+
+
+def _prepare_into(folder: Path, text: CorpusText, progress: bool) -> dict:
+    """Prepare the corpus into a temporary folder beside ``folder``, then rename it
+    into place (atomic), and return its meta.json contents.
+
+    Raises:
+        CorpusError: from the preparation, or if the cache folder cannot be written.
+    """
+    cache_dir = folder.parent
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".tmp-"))
+    except OSError as e:
+        raise CorpusError(f"data.cache_dir: cannot write to {cache_dir}: {e.strerror}") from None
+    try:
+        tokenizer, n_tokens = prepare_tokens(text, tmp / TOKENS_NAME, progress)
+        sources = text.sources
+        meta = {
+            "format": CACHE_FORMAT,
+            "source": sources.given,
+            "files": len(sources.files),
+            "bytes": sources.total_bytes,
+            "vocab": tokenizer.chars,
+            "normalization": tokenizer.normalization,
+            "dtype": tokenizer.dtype.name,
+            "n_tokens": n_tokens,
+            "replaced_bytes": text.replaced_bytes,
+        }
+        (tmp / META_NAME).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        try:
+            os.replace(tmp, folder)  # atomic while the folder does not exist yet
+        except OSError:
+            # The folder exists: another process (a second rank, a parallel run) may
+            # have just written the same arrays, or an old cache is damaged.
+            if _load_cache(folder) is None:
+                shutil.rmtree(folder, ignore_errors=True)
+                os.replace(tmp, folder)
+        return meta
+    except OSError as e:
+        raise CorpusError(f"data.cache_dir: cannot write to {cache_dir}: {e.strerror}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def fetch_default_corpus(path: Path) -> str:
@@ -167,119 +345,6 @@ def ensure_default_corpus(path: Path) -> str | None:
         CorpusError: if it is missing and cannot be fetched.
     """
     return None if path.is_file() else fetch_default_corpus(path)
-
-
-def prepare_corpus(
-    path: str | Path = DEFAULT_CORPUS_PATH,
-    val_fraction: float = 0.1,
-    cache_dir: str | Path = "data/cache",
-    decode_errors: str = "strict",
-    normalization: str = "nfc",
-) -> Corpus:
-    """Load (or build and cache) the tokenizer and token arrays for a text file.
-
-    Args:
-        path: UTF-8 text file; the default path fetches Tiny Shakespeare if missing.
-        val_fraction: share of the characters, taken from the end, for validation.
-        cache_dir: where prepared arrays are kept, one folder per (file hash, split,
-            decoding and normalisation).
-        decode_errors: "strict" or "replace", see `decode_corpus`.
-        normalization: Unicode normalisation form of the text, see `data.normalization`.
-
-    Returns:
-        The prepared `Corpus`.
-
-    Raises:
-        CorpusError: for a missing, unreadable, empty or non-UTF-8 file, a folder, or
-            a val_fraction outside (0, 1).
-    """
-    path = Path(path)
-    if not 0 < val_fraction < 1:
-        raise CorpusError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
-    fetched_from = None
-    if path.is_dir():
-        raise CorpusError(
-            f"data.path: {path} is a folder; give the path of a UTF-8 text file in it"
-        )
-    if path == Path(DEFAULT_CORPUS_PATH):
-        fetched_from = ensure_default_corpus(path)
-    elif not path.is_file():
-        raise CorpusError(f"data.path: no such file: {path}")
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise CorpusError(f"data.path: cannot read {path}: {e}") from None
-    digest = hashlib.sha256(raw).hexdigest()
-    key = f"{digest[:20]}-v{val_fraction!r}-{decode_errors}-{normalization}-f{CACHE_FORMAT}"
-    source = f"{path} ({len(raw) / 1e6:,.1f} MB" + (
-        f", fetched from {fetched_from}, sha256 checked)" if fetched_from else ")"
-    )
-    cached = _load_cache(Path(cache_dir) / key)
-    if cached is not None:
-        tokenizer, train_ids, val_ids = cached
-        origin = _describe(source, tokenizer, train_ids, val_ids, "read from the cache")
-        return Corpus(tokenizer, train_ids, val_ids, path, digest, origin)
-
-    text = decode_corpus(raw, path, decode_errors, normalization)
-    tokenizer = CharTokenizer.from_text(text, normalization)
-    ids = tokenizer.encode(text)
-    n_train = int(len(ids) * (1 - val_fraction))
-    train_ids, val_ids = ids[:n_train], ids[n_train:]
-    try:
-        _save_cache(Path(cache_dir) / key, tokenizer, train_ids, val_ids, path)
-    except OSError as e:
-        raise CorpusError(f"data.cache_dir: cannot write to {cache_dir}: {e.strerror}") from None
-    origin = _describe(source, tokenizer, train_ids, val_ids, f"prepared into {cache_dir}")
-    return Corpus(tokenizer, train_ids, val_ids, path, digest, origin)
-
-
-def _describe(source: str, tokenizer: CharTokenizer, train_ids, val_ids, how: str) -> str:
-    """The log line that says what corpus a run reads."""
-    return (
-        f"corpus: {source}: {len(train_ids) + len(val_ids):,} characters, "
-        f"{tokenizer.vocab_size:,} distinct, normalization {tokenizer.normalization}; "
-        f"train {len(train_ids):,} / validation {len(val_ids):,}; {how}"
-    )
-
-
-def _load_cache(folder: Path):
-    try:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        dtype = np.dtype(meta["dtype"])
-        train_ids = np.fromfile(folder / "train.bin", dtype=dtype)
-        val_ids = np.fromfile(folder / "val.bin", dtype=dtype)
-        if (len(train_ids), len(val_ids)) != (meta["n_train"], meta["n_val"]):
-            return None
-        return CharTokenizer(meta["vocab"], meta["normalization"]), train_ids, val_ids
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # missing or damaged cache: prepare again
-
-
-def _save_cache(folder: Path, tokenizer, train_ids, val_ids, source: Path) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-    try:
-        train_ids.tofile(tmp / "train.bin")
-        val_ids.tofile(tmp / "val.bin")
-        meta = {
-            "source": str(source),
-            "vocab": tokenizer.chars,
-            "normalization": tokenizer.normalization,
-            "dtype": tokenizer.dtype.name,
-            "n_train": len(train_ids),
-            "n_val": len(val_ids),
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        try:
-            os.replace(tmp, folder)  # atomic while the folder does not exist yet
-        except OSError:
-            # The folder exists: another process (a second rank, a parallel run) may
-            # have just written the same arrays, or an old cache is damaged.
-            if _load_cache(folder) is None:
-                shutil.rmtree(folder, ignore_errors=True)
-                os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _atomic_write_bytes(path: Path, raw: bytes) -> None:

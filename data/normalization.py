@@ -45,16 +45,21 @@ def normalize_text(text: str, normalization: str) -> str:
 
 def continues_cluster(char: str) -> bool:
     """True if ``char`` can only continue a character begun before it: a combining
-    mark (accents, vowel signs, variation selectors), or a Hangul medial vowel or final
-    consonant jamo (U+1160-U+11FF, U+D7B0-U+D7FF). Text that starts with one was cut
-    inside a character."""
+    mark (accents, vowel signs, variation selectors), a Hangul medial vowel or final
+    consonant jamo (U+1160-U+11FF, U+D7B0-U+D7FF), or a compatibility character that
+    the K forms turn into one (the half-width katakana voiced sound marks U+FF9E-F,
+    the half-width and compatibility Hangul vowels). Text that starts with one was
+    cut inside a character."""
     code = ord(char)
-    return (
+    if (
         unicodedata.combining(char) > 0
         or unicodedata.category(char) in ("Mn", "Mc", "Me")
         or 0x1160 <= code <= 0x11FF
         or 0xD7B0 <= code <= 0xD7FF
-    )
+    ):
+        return True
+    decomposed = unicodedata.normalize("NFKD", char)
+    return decomposed[0] != char and continues_cluster(decomposed[0])
 
 
 def joins_previous(previous: str, char: str) -> bool:

@@ -33,14 +33,24 @@ class CharTokenizer:
         normalize_text("", normalization)  # rejects an unknown value
         self.chars = list(chars)
         self.normalization = normalization
-        # Code points in ascending order: encoding is a vectorised binary search.
-        self._codepoints = np.array([ord(c) for c in self.chars], dtype=np.uint32)
+        # Encoding is one table lookup per character: entry c is the id of code point
+        # c, or vocab_size (not an id) for a character outside the vocabulary; the
+        # last entry catches every code point above the largest known one.
+        largest = ord(self.chars[-1]) if self.chars else 0
+        self._ids = np.full(largest + 2, self.vocab_size, dtype=self.dtype)
+        self._ids[[ord(c) for c in self.chars]] = np.arange(self.vocab_size)
 
     @classmethod
     def from_text(cls, text: str, normalization: str = "none") -> "CharTokenizer":
         """Build the vocabulary from every distinct character of ``text``, which is
         already in the ``normalization`` form."""
         return cls(sorted(set(text)), normalization)
+
+    @classmethod
+    def from_counts(cls, counts: np.ndarray, normalization: str = "none") -> "CharTokenizer":
+        """Build the vocabulary from per-code-point counts (entry c: how often code
+        point c occurs, e.g. from `np.bincount`): every code point counted at least once."""
+        return cls([chr(c) for c in np.flatnonzero(counts).tolist()], normalization)
 
     def normalize(self, text: str) -> str:
         """``text`` in this vocabulary's normalisation form: what `encode` encodes,
@@ -65,14 +75,41 @@ class CharTokenizer:
                 its code point and first position, and the known characters; and, when
                 the text would be known in another normalisation form, saying so.
         """
-        text = self.normalize(text)
+        return self.encode_normalized(self.normalize(text))
+
+    def encode_normalized(self, text: str) -> np.ndarray:
+        """`encode` for text already in this vocabulary's normalisation form (the
+        corpus preparation's pieces): (len(text),) ids in ``self.dtype``.
+
+        Raises:
+            CorpusError: as `encode`.
+        """
         codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        ids = np.searchsorted(self._codepoints, codepoints)
-        known = ids < self.vocab_size
-        known[known] = self._codepoints[ids[known]] == codepoints[known]
-        if not known.all():
-            raise CorpusError(self._unknown_message(text, np.flatnonzero(~known)))
-        return ids.astype(self.dtype)
+        ids = np.take(self._ids, codepoints, mode="clip")  # above the table: its last entry
+        unknown = ids == self.vocab_size
+        if unknown.any():
+            raise CorpusError(self._unknown_message(text, np.flatnonzero(unknown)))
+        return ids
+
+    def ids_in(self, other: "CharTokenizer") -> np.ndarray:
+        """(vocab_size,) int64 array: entry i is the id in ``other`` of this
+        vocabulary's i-th character, to read token ids of one corpus as another
+        vocabulary's (a model scored on a corpus it was not trained on).
+
+        Raises:
+            CorpusError: listing every character (with its code point) ``other`` lacks.
+        """
+        index = {c: i for i, c in enumerate(other.chars)}
+        missing = [c for c in self.chars if c not in index]
+        if missing:
+            listed = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in missing[:20])
+            more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
+            raise CorpusError(
+                f"{len(missing)} character(s) are not in the model's vocabulary of "
+                f"{other.vocab_size}: {listed}{more}; the model has no token for them, so "
+                "it can only be scored on text written with its own characters"
+            )
+        return np.array([index[c] for c in self.chars], dtype=np.int64)
 
     def decode(self, ids) -> str:
         """Token ids (any int sequence, array or 1-D tensor) -> text.

@@ -173,3 +173,23 @@ def test_recipes_set_only_what_differs_and_say_why(path):
         code = line.split("#")[0]
         if ":" in code and code.strip().rstrip(":") not in SECTIONS:
             assert "#" in line, f"{path.name}: no comment saying why: {line!r}"
+
+
+def test_split_fractions_and_include_are_checked():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["data.val_fraction=0.5", "data.test_fraction=0.5", "data.include=,"])
+    message = str(e.value)
+    assert "data.test_fraction must be in [0, 1 - data.val_fraction) = [0, 0.5), got 0.5" in message
+    assert "data.include is empty" in message
+
+
+def test_the_separator_is_spelt_with_escapes_on_the_command_line_and_in_yaml(tmp_path):
+    from data.corpus import unescape_separator
+
+    assert unescape_separator(load_config().data.separator) == "\n"
+    given = load_config(None, [r"data.separator='\n--\n'"]).data.separator
+    assert unescape_separator(given) == "\n--\n"
+    assert unescape_separator(load_config(None, ["data.separator="]).data.separator) == ""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("data:\n  separator: '\\n\\n'\n", encoding="utf-8")
+    assert unescape_separator(load_config(recipe).data.separator) == "\n\n"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, shakespeare, tiny_overrides
 from data import CorpusError, prepare_corpus
-from data.corpus import normalize_newlines
+from data.decoding import normalize_newlines
 from model import GPT, GPTConfig
 from training import CheckpointError, ConfigError, load_checkpoint, load_config, train
 from training.checkpoint import CHECKPOINT_FORMAT, model_from_checkpoint, save_checkpoint
@@ -321,10 +321,10 @@ def test_a_start_that_fails_on_bad_input_leaves_nothing(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("kept", encoding="utf-8")
-    folder = tmp_path / "corpus_folder"
+    folder = tmp_path / "corpus_folder"  # a folder is a corpus of its files: none here
     folder.mkdir()
     bad = [f"out_dir={mine}", "device=cpu", f"data.path={folder}"]
-    with pytest.raises(CorpusError, match="is a folder"):
+    with pytest.raises(CorpusError, match="holds no files"):
         train(load_config(None, bad))
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # no .lock left
 

@@ -3,7 +3,8 @@ prefixes, and the escapes --stop understands."""
 
 import pytest
 
-from cli.stop_sequences import StopSequences, unescape
+from cli.stop_sequences import StopSequences
+from data.escapes import unescape
 
 # --- stop sequences ------------------------------------------------------------------
 
