@@ -44,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     if result.interrupted:  # the shell's convention: 128 + signal number
         return 128 + (result.signal or 2)
     if result.rank == 0:
-        print(f"best val loss {result.best_val_loss:.4f} nats/char; checkpoint in {result.out_dir}")
+        whole = result.full_val_loss
+        whole = "" if whole is None else f"; whole validation split {whole:.4f} nats/char"
+        print(
+            f"best val loss {result.best_val_loss:.4f} nats/char{whole}; "
+            f"checkpoint in {result.out_dir}"
+        )
     return 0
 
 

@@ -183,7 +183,8 @@ def training_state(
 
 def check_resume(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> list[str]:
     """Whether a run configured as ``cfg`` on a corpus with ``vocab`` may continue
-    from ``ckpt``: same architecture, vocabulary, validation split and normalisation.
+    from ``ckpt``: same architecture, vocabulary, validation and test splits and
+    normalisation.
 
     Returns:
         'key: old -> new' for every other setting that differs (a new learning rate,
@@ -203,6 +204,13 @@ def check_resume(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> li
         problems.append(
             f"data.val_fraction is {cfg.data.val_fraction} but the run used "
             f"{saved_val_fraction}: its validation losses would not compare"
+        )
+    saved_test_fraction = ckpt["config"]["data"].get("test_fraction", 0.0)
+    if saved_test_fraction != cfg.data.test_fraction:
+        problems.append(
+            f"data.test_fraction is {cfg.data.test_fraction} but the run used "
+            f"{saved_test_fraction}: its training and validation splits would move; "
+            f"resume with data.test_fraction={saved_test_fraction}"
         )
     saved_normalization = ckpt.get("normalization", "none")
     if saved_normalization != cfg.data.normalization:

@@ -40,9 +40,30 @@ class DataConfig:
     """The `data:` section: which text, and how it is read and split."""
 
     path: str = setting(
-        DEFAULT_CORPUS_PATH, "UTF-8 text file to train on (the default fetches Tiny Shakespeare)"
+        DEFAULT_CORPUS_PATH,
+        "what to train on: a UTF-8 text file, a folder (every file in it and its "
+        "sub-folders, hidden ones skipped) or a glob such as `'books/*.txt'`; the default "
+        "fetches Tiny Shakespeare",
     )
-    val_fraction: float = setting(0.1, "share of the corpus, taken from its end, held out")
+    include: str = setting(
+        "*",
+        "comma-separated patterns of the files a folder or glob contributes, matched "
+        "against each file's name and relative path, e.g. `*.c,*.h`",
+    )
+    separator: str = setting(
+        "\\n",
+        "text put between two files, which are read in sorted order; escapes `\\n`, "
+        "`\\t`, `\\\\`, `\\uHHHH` are understood (YAML: `separator: '\\n\\n'`; "
+        "command line: `data.separator='\\n\\n'`, or `data.separator=` for none)",
+    )
+    val_fraction: float = setting(
+        0.1, "share of the corpus held out for validation, just before the test split"
+    )
+    test_fraction: float = setting(
+        0.0,
+        "share of the corpus, at its very end, held out as a test split that training and "
+        "model selection never read (`evaluate.py --split test`)",
+    )
     cache_dir: str = setting("data/cache", "where prepared token arrays are cached")
     decode_errors: DecodeErrors = setting(
         "strict", "`strict` stops at invalid UTF-8; `replace` swaps bad bytes for U+FFFD"
@@ -66,8 +87,19 @@ class TrainConfig:
     max_iters: int = setting(2000, "optimizer steps")
     eval_interval: int = setting(250, "evaluate and checkpoint every N steps, and at the end")
     log_interval: int = setting(10, "training scalars (and progress lines) every N steps")
+    eval_tokens: int = setting(
+        131072,
+        "characters of the validation split scored at each periodic evaluation: evenly "
+        "spread fixed windows, or the whole split when it is shorter (Tiny Shakespeare's "
+        "111,540 are)",
+    )
     eval_train_tokens: int = setting(
         32768, "size of the fixed training-split sample that is evaluated (characters)"
+    )
+    final_full_eval: bool = setting(
+        True,
+        "score the whole validation split once when training ends (`val/full_loss`); "
+        "false skips it on a corpus too large to wait for (evaluate.py can do it later)",
     )
     eval_batch_size: int = setting(128, "windows per forward pass during evaluation")
     learning_rate: float = setting(1e-3, "peak learning rate, reached after warmup")
@@ -327,6 +359,7 @@ def validate(cfg: RunConfig) -> list[str]:
         "train.max_iters": t.max_iters,
         "train.eval_interval": t.eval_interval,
         "train.log_interval": t.log_interval,
+        "train.eval_tokens": t.eval_tokens,
         "train.eval_train_tokens": t.eval_train_tokens,
         "train.eval_batch_size": t.eval_batch_size,
         "train.learning_rate": t.learning_rate,
@@ -348,8 +381,16 @@ def validate(cfg: RunConfig) -> list[str]:
         problems.append(f"model.rope_base must be > 1, got {m.rope_base}")
     if not 0 <= m.dropout < 1:
         problems.append(f"model.dropout must be in [0, 1), got {m.dropout}")
-    if not 0 < cfg.data.val_fraction < 1:
-        problems.append(f"data.val_fraction must be in (0, 1), got {cfg.data.val_fraction}")
+    d = cfg.data
+    if not 0 < d.val_fraction < 1:
+        problems.append(f"data.val_fraction must be in (0, 1), got {d.val_fraction}")
+    elif not 0 <= d.test_fraction < 1 - d.val_fraction:
+        problems.append(
+            f"data.test_fraction must be in [0, 1 - data.val_fraction) = [0, "
+            f"{1 - d.val_fraction:g}), got {d.test_fraction}"
+        )
+    if not d.include.replace(",", "").strip():
+        problems.append("data.include is empty; use '*' for every file, or e.g. '*.c,*.h'")
     if not 0 <= t.min_lr <= t.learning_rate:
         problems.append(f"train.min_lr must be in [0, train.learning_rate], got {t.min_lr}")
     if t.warmup_iters < 0:

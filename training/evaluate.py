@@ -1,9 +1,12 @@
 """Deterministic evaluation: next-character loss over fixed windows.
 
-The validation loss is over every character of the validation split after its first
-(non-overlapping windows of block_size); the training loss over a fixed sample of the
-training split. Both in nats per character (and bits: nats / ln 2). The windows are the
-same at every evaluation, so two evaluations, or two runs, compare exactly.
+Periodic evaluations score a fixed sample of each split, capped by train.eval_tokens
+(validation; the whole split when it is shorter, as Tiny Shakespeare's 111,540
+characters are) and train.eval_train_tokens (training): the same windows at every
+evaluation, so two evaluations, or two runs, compare exactly, and their cost does not
+grow with the corpus. The whole validation split (every character after its first,
+in non-overlapping windows of block_size) is scored once at the end of training, and
+by evaluate.py. All in nats per character (and bits: nats / ln 2).
 """
 
 import math
@@ -12,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from data.batches import evaluation_windows
+from data.batches import EvaluationWindows
 from data.corpus import Corpus
 from training.distributed import DistContext, all_reduce
 from training.nonfinite import NonFiniteLossError
@@ -70,8 +73,44 @@ def summed_loss(
     return total, count
 
 
+def windows_loss(
+    model: nn.Module,
+    windows: EvaluationWindows,
+    batch_size: int,
+    device: torch.device,
+    autocast=None,
+    rank: int = 0,
+    world_size: int = 1,
+    on_windows=None,
+) -> tuple[torch.Tensor, int]:
+    """`summed_loss` over fixed evaluation windows, read batch_size windows at a time
+    (windows rank, rank + world_size, ...), so that no split is held in memory.
+
+    Args:
+        on_windows: called with the number of windows after each batch (a progress bar).
+
+    Returns:
+        (total, count): summed cross-entropy in nats (float64 0-dim tensor on
+        ``device``) and the number of targets.
+    """
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    count = 0
+    for x, y in windows.batches(batch_size, rank, world_size):
+        batch_total, batch_count = summed_loss(model, x, y, batch_size, device, autocast)
+        total += batch_total
+        count += batch_count
+        if on_windows is not None:
+            on_windows(len(x))
+    return total, count
+
+
 class Evaluator:
     """The fixed evaluation windows of a run, and the losses of a model over them.
+
+    Periodic evaluations score at most train.eval_tokens characters of the validation
+    split (evenly spread windows; the whole split when it is shorter, as Tiny
+    Shakespeare's is) and train.eval_train_tokens of the training split, so their cost
+    does not grow with the corpus; `whole_split_loss` scores every character of a split.
 
     Under data parallelism the windows are dealt out across ranks (rank r takes every
     world_size-th) and the summed losses and counts are all-reduced, so every rank
@@ -80,7 +119,7 @@ class Evaluator:
     Args:
         corpus: the prepared corpus.
         cfg: the run config (a RunConfig); uses model.block_size (window length),
-            train.eval_train_tokens (size of the training-split sample) and
+            train.eval_tokens, train.eval_train_tokens (sample sizes) and
             train.eval_batch_size (windows per forward pass).
         dist: this process's place in the job.
         device: where to evaluate.
@@ -88,13 +127,11 @@ class Evaluator:
     """
 
     def __init__(self, corpus: Corpus, cfg, dist: DistContext, device: torch.device, autocast=None):
-        rank, world = dist.rank, dist.world_size
         T, tc = cfg.model.block_size, cfg.train
-        val_x, val_y = evaluation_windows(corpus.val_ids, T)
-        train_x, train_y = evaluation_windows(corpus.train_ids, T, tc.eval_train_tokens)
-        self.splits = {
-            "val": (val_x[rank::world], val_y[rank::world]),
-            "train": (train_x[rank::world], train_y[rank::world]),
+        self.corpus, self.block_size = corpus, T
+        self.windows = {
+            "val": EvaluationWindows(corpus.val_ids, T, tc.eval_tokens),
+            "train": EvaluationWindows(corpus.train_ids, T, tc.eval_train_tokens),
         }
         self.batch_size, self.dist, self.device = tc.eval_batch_size, dist, device
         self.autocast = autocast
@@ -122,15 +159,40 @@ class Evaluator:
             "val_bpc": nats_to_bits(losses["val"]),
         }
 
+    @property
+    def periodic_val_covers_split(self) -> bool:
+        """True if each periodic evaluation already scores the whole validation split."""
+        return self.windows["val"].covers_split
+
     def losses(self, model: nn.Module) -> dict[str, float]:
-        """{"val": loss, "train": loss}, mean cross-entropy in nats per character
-        (model in eval mode while evaluating; its mode is restored)."""
-        out = {}
-        for split, (x, y) in self.splits.items():
-            total, count = summed_loss(model, x, y, self.batch_size, self.device, self.autocast)
-            totals = torch.stack(
-                [total, torch.tensor(count, dtype=total.dtype, device=self.device)]
-            )
-            all_reduce(totals, self.dist)
-            out[split] = (totals[0] / totals[1]).item()
-        return out
+        """{"val": loss, "train": loss}, mean cross-entropy in nats per character over
+        the fixed windows (model in eval mode while evaluating; its mode is restored)."""
+        return {split: self.mean_loss(model, w) for split, w in self.windows.items()}
+
+    def whole_split_windows(self, split: str = "val") -> EvaluationWindows:
+        """Windows that score every character of ``split`` ("val", "train" or "test")
+        after its first."""
+        c = self.corpus
+        ids = {"train": c.train_ids, "val": c.val_ids, "test": c.test_ids}[split]
+        return EvaluationWindows(ids, self.block_size)
+
+    def whole_split_loss(self, model: nn.Module, split: str = "val", on_windows=None) -> float:
+        """Mean cross-entropy in nats per character over every character of ``split``
+        after its first (`whole_split_windows`; see `mean_loss` for ``on_windows``)."""
+        return self.mean_loss(model, self.whole_split_windows(split), on_windows)
+
+    def mean_loss(self, model: nn.Module, windows: EvaluationWindows, on_windows=None) -> float:
+        """Mean cross-entropy in nats per character over ``windows``, dealt out across
+        ranks and all-reduced.
+
+        Args:
+            on_windows: called with the number of this rank's windows after each
+                batch (a progress bar).
+        """
+        rank, world = self.dist.rank, self.dist.world_size
+        total, count = windows_loss(
+            model, windows, self.batch_size, self.device, self.autocast, rank, world, on_windows
+        )
+        totals = torch.stack([total, torch.tensor(count, dtype=total.dtype, device=self.device)])
+        all_reduce(totals, self.dist)
+        return (totals[0] / totals[1]).item()

@@ -14,6 +14,7 @@ check (`training.nonfinite`) and Ctrl-C (`training.interrupt`).
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import math
 import time
@@ -67,6 +68,9 @@ class TrainResult:
         best_val_loss: lowest validation loss seen, nats per character.
         evals: one dict per evaluation: iter, seconds (wall time since this call
             started training), train_loss, val_loss (nats/char), val_bpc (bits/char).
+        full_val_loss: the loss over the whole validation split when training ended
+            (nats/char); None if it was not computed (interrupted, nothing to do, or
+            train.final_full_eval=false).
         losses: {iteration: training loss in nats/char} for every logged iteration
             (the loss of that iteration's batches, averaged over ranks).
         interrupted: True if Ctrl-C / SIGTERM stopped the run early.
@@ -78,10 +82,15 @@ class TrainResult:
     iter_num: int = 0
     best_val_loss: float = math.inf
     evals: list = field(default_factory=list)
+    full_val_loss: float | None = None
     losses: dict = field(default_factory=dict)
     interrupted: bool = False
     signal: int | None = None
     rank: int = 0
+
+
+class _WholeSplitStopped(Exception):
+    """Ctrl-C during the final whole-split evaluation (single process)."""
 
 
 class Trainer:
@@ -123,9 +132,9 @@ class Trainer:
         # Mixed precision for this device (bf16 on CUDA, else a no-op).
         self.autocast = functools.partial(autocast_context, self.device)
         d, tc, dist = cfg.data, cfg.train, self.dist
-        self.corpus = prepare_corpus(
-            d.path, d.val_fraction, d.cache_dir, d.decode_errors, d.normalization
-        )
+        # DataConfig's keys are prepare_corpus's arguments, by name.
+        show_progress = dist.is_main and self.console.interactive
+        self.corpus = prepare_corpus(**dataclasses.asdict(d), progress=show_progress)
         self.console.say(self.corpus.origin)
         self.corpus.check_fits(cfg.model.block_size, cfg.model.vocab_size)
         cfg.model.vocab_size = self.corpus.tokenizer.vocab_size
@@ -255,6 +264,46 @@ class Trainer:
             f"({ev['val_bpc']:.4f} bits/char), {seconds:.0f} s" + (" *best*" if improved else "")
         )
 
+    def evaluate_whole_split(self, stop: StopRequest) -> None:
+        """Score the whole validation split once, at the end of training, log it
+        (val/full_loss) and say it; the last periodic number is reused when the periodic
+        evaluation already covered the whole split. A single process stops scoring at
+        Ctrl-C (the checkpoint is already written); data-parallel ranks finish it."""
+        n = len(self.corpus.val_ids)
+        last = self.result.evals[-1] if self.result.evals else None
+        reused = (
+            self.evaluator.periodic_val_covers_split
+            and last is not None
+            and last["iter"] == self.result.iter_num
+        )
+        if reused:
+            loss, how = last["val_loss"], "the last evaluation covered it"
+        else:
+            self.console.say(f"evaluating the whole validation split ({n:,} characters)")
+            started = time.perf_counter()
+
+            def stop_if_asked(_windows: int) -> None:
+                if stop.requested and not self.dist.enabled:
+                    raise _WholeSplitStopped
+
+            evaluated, _ = self.evaluated_models()  # the weight average once it has begun
+            try:
+                loss = self.evaluator.whole_split_loss(evaluated, "val", stop_if_asked)
+            except _WholeSplitStopped:
+                self.console.say(
+                    "whole-split evaluation stopped; the checkpoint is saved: "
+                    f"python evaluate.py --out-dir {self.out_dir} gives it"
+                )
+                return
+            how = f"{time.perf_counter() - started:.0f} s"
+        self.result.full_val_loss = loss
+        if self.dist.is_main:
+            self.writer.full_evaluation(self.result.iter_num, loss)
+        self.console.say(
+            f"whole validation split ({n:,} characters): {loss:.4f} nats/char "
+            f"({nats_to_bits(loss):.4f} bits/char; {how})"
+        )
+
     def run(self) -> TrainResult:
         """Train from the current iteration to train.max_iters (see `train`)."""
         cfg, tc, result, dist = self.cfg, self.cfg.train, self.result, self.dist
@@ -314,6 +363,8 @@ class Trainer:
                     if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
                         self.evaluate_and_save(started)
                         throughput.restart(result.iter_num)  # evaluation time left out
+                if not result.interrupted and tc.final_full_eval:
+                    self.evaluate_whole_split(stop)
                 if result.interrupted:
                     stop.saving = True  # a further Ctrl-C must not cut the save short
                     self.save()
@@ -343,9 +394,11 @@ def train(cfg: RunConfig) -> TrainResult:
     """Train a GPT as ``cfg`` describes; write checkpoints, config.yaml and
     TensorBoard events to ``cfg.out_dir``.
 
-    Every ``train.eval_interval`` steps and at the end, the whole validation split
-    and a fixed sample of the training split are evaluated (nats and bits per
-    character), ``ckpt.pt`` is written (and ``best.pt`` when validation improves).
+    Every ``train.eval_interval`` steps and at the end, fixed samples of the
+    validation split (train.eval_tokens characters at most: all of Tiny Shakespeare's)
+    and of the training split are evaluated (nats and bits per character), ``ckpt.pt``
+    is written (and ``best.pt`` when validation improves). When training ends, the
+    whole validation split is evaluated once (train.final_full_eval).
     Ctrl-C or SIGTERM saves ``ckpt.pt`` and returns with ``interrupted=True``.
 
     Returns:

@@ -4,9 +4,12 @@
     train/lr              learning rate of that step
     train/grad_norm       gradient norm before clipping
     train/tokens_per_sec  training throughput since the previous log
-    val/loss, val/bpc     at each evaluation: validation loss (nats/char, bits/char)
+    val/loss, val/bpc     at each evaluation: validation loss (nats/char, bits/char) over
+                          train.eval_tokens characters at most (fixed, evenly spread)
     train/eval_loss, train/eval_bpc   the same over a fixed sample of the training split
     val/best_loss         lowest validation loss so far
+    val/full_loss, val/full_bpc   once, when training ends: the whole validation split
+                          (the same as val/loss when train.eval_tokens covers it)
     samples/fixed_prompt  text: a fixed-seed sample (see `training.tensorboard_views`)
     attention/layer_<l>   image: layer l's attention heatmaps, heads side by side
 
@@ -32,6 +35,8 @@ TRAIN_EVAL_BPC = "train/eval_bpc"
 VAL_LOSS = "val/loss"
 VAL_BPC = "val/bpc"
 VAL_BEST_LOSS = "val/best_loss"
+VAL_FULL_LOSS = "val/full_loss"
+VAL_FULL_BPC = "val/full_bpc"
 SAMPLE_TEXT = "samples/fixed_prompt"
 ATTENTION_IMAGE = "attention/layer_{layer}"
 
@@ -47,6 +52,8 @@ HPARAMS_METRICS = {
     TRAIN_LR: "learning rate",
     TRAIN_GRAD_NORM: "gradient norm",
     TRAIN_TOKENS_PER_SEC: "tokens/s",
+    VAL_FULL_LOSS: "whole val split loss (nats/char)",
+    VAL_FULL_BPC: "whole val split bits/char",
 }
 
 
@@ -87,6 +94,13 @@ class RunWriter:
         self.writer.add_scalar(TRAIN_EVAL_LOSS, train_loss, step)
         self.writer.add_scalar(TRAIN_EVAL_BPC, nats_to_bits(train_loss), step)
         self.writer.add_scalar(VAL_BEST_LOSS, best, step)
+        self.writer.flush()
+
+    def full_evaluation(self, step: int, val_loss: float) -> None:
+        """The loss over the whole validation split at the end of training, in
+        nats/char (bits/char derived); flushed."""
+        self.writer.add_scalar(VAL_FULL_LOSS, val_loss, step)
+        self.writer.add_scalar(VAL_FULL_BPC, nats_to_bits(val_loss), step)
         self.writer.flush()
 
     def sample(self, step: int, markdown: str) -> None:

@@ -1,0 +1,199 @@
+"""Score a trained checkpoint on a whole split: nats and bits per character.
+
+    python evaluate.py --out-dir runs/shakespeare_char_cpu               # validation split
+    python evaluate.py --out-dir runs/linux --split test                 # held-out test split
+    python evaluate.py --out-dir runs/korean --data-path other.txt       # another corpus
+
+The corpus is prepared as the run prepared it (the checkpoint holds the run's data
+settings; the cache makes this immediate), split as it was, and every character of
+the chosen split after its first is scored, in non-overlapping windows of block_size,
+with the run's evaluation batch size: the number is the training run's own
+whole-split figure (val/full_loss), and for ``--split test`` the one character-level
+papers report (e.g. enwik8 test bits per character). ``--data-path`` scores another
+corpus, split with the run's fractions; its characters must all be in the model's
+vocabulary.
+"""
+
+import argparse
+import dataclasses
+import functools
+import math
+import sys
+
+from tqdm import tqdm
+
+from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
+from data import CorpusError, prepare_corpus
+from training import CheckpointError, load_checkpoint, model_from_checkpoint
+from training.config import ConfigError, RunConfig, all_keys, build_config, flatten
+from training.device import autocast_context, resolve_device
+from training.distributed import DistContext
+from training.evaluate import Evaluator, nats_to_bits
+
+SPLIT_NAMES = {"val": "validation", "test": "test"}
+
+
+@dataclasses.dataclass
+class SplitScore:
+    """What `score_split` measured.
+
+    Attributes:
+        loss: mean cross-entropy, nats per character.
+        characters: the split's length (every character after the first is scored).
+        split: "val" or "test".
+        corpus: the corpus's log line (`data.Corpus.origin`).
+        iter_num: the checkpoint's training step.
+    """
+
+    loss: float
+    characters: int
+    split: str
+    corpus: str
+    iter_num: int
+
+    @property
+    def bits_per_character(self) -> float:
+        """The loss in bits per character (nats / ln 2)."""
+        return nats_to_bits(self.loss)
+
+
+class _TranslatedIds:
+    """A corpus's token ids read as the model's: ``ids[i]`` becomes ``table[ids[i]]``.
+    Windows are gathered from it as from the array itself (`data.batches`)."""
+
+    def __init__(self, ids, table):
+        self.base, self.table = ids, table  # ``base``: the memory map stays reachable
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, index):
+        return self.table[self.base[index]]
+
+
+def run_config(checkpoint_config: dict) -> RunConfig:
+    """The run's config from a checkpoint, with defaults for keys it predates (and
+    without keys this version no longer has).
+
+    Raises:
+        ConfigError: if the stored values are not a valid config.
+    """
+    known = set(all_keys())
+    return build_config({k: v for k, v in flatten(checkpoint_config).items() if k in known})
+
+
+def score_split(
+    out_dir: str,
+    checkpoint: str = "ckpt.pt",
+    split: str = "val",
+    device_name: str = "auto",
+    data_path: str | None = None,
+    batch_size: int | None = None,
+    progress: bool = False,
+) -> SplitScore:
+    """Load a checkpoint, prepare its corpus (or ``data_path``) as the run did, and
+    score every character of ``split`` after its first.
+
+    Args:
+        out_dir, checkpoint: which checkpoint (see `cli.checkpoint_args`).
+        split: "val" or "test".
+        device_name: auto, cpu, cuda or mps.
+        data_path: another corpus (file, folder or glob) instead of the run's.
+        batch_size: windows per forward pass (default: the run's train.eval_batch_size).
+        progress: show a tqdm bar (and the preparation's, for a large corpus).
+
+    Raises:
+        CheckpointError, ConfigError, CorpusError: with the problem and the fix.
+    """
+    device = resolve_device(device_name)
+    path = resolve_checkpoint_path(out_dir, checkpoint)
+    ckpt = load_checkpoint(path, map_location=device)
+    model, tokenizer = model_from_checkpoint(ckpt, path)
+    cfg = run_config(ckpt["config"])
+    if data_path is not None:
+        cfg.data.path = data_path
+    if batch_size is not None:
+        cfg.train.eval_batch_size = batch_size
+    corpus = prepare_corpus(**dataclasses.asdict(cfg.data), progress=progress)
+    if corpus.tokenizer.chars != tokenizer.chars:
+        try:
+            table = corpus.tokenizer.ids_in(tokenizer)
+        except CorpusError as e:
+            raise CorpusError(f"{cfg.data.path}: {e}") from None
+        corpus.val_ids = _TranslatedIds(corpus.val_ids, table)
+        corpus.test_ids = _TranslatedIds(corpus.test_ids, table)
+    ids = corpus.val_ids if split == "val" else corpus.test_ids
+    if split == "test" and len(ids) == 0:
+        raise CorpusError(
+            f"the run in {out_dir} has no test split (data.test_fraction is 0): use "
+            "--split val, or train with data.test_fraction=0.05 (say) to hold one out"
+        )
+    T = cfg.model.block_size
+    if len(ids) < T + 1:
+        raise CorpusError(
+            f"the {SPLIT_NAMES[split]} split of {cfg.data.path} has {len(ids)} characters, "
+            f"fewer than block_size + 1 = {T + 1}: score a longer text"
+        )
+    model.to(device)
+    autocast = functools.partial(autocast_context, device)
+    evaluator = Evaluator(corpus, cfg, DistContext(), device, autocast)
+    windows = evaluator.whole_split_windows(split)
+    with tqdm(total=len(windows), unit="window", disable=not progress) as bar:
+        loss = evaluator.mean_loss(model, windows, bar.update)
+    return SplitScore(loss, len(ids), split, corpus.origin, int(ckpt["iter_num"]))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface of evaluate.py."""
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_checkpoint_arguments(p)
+    p.add_argument("--split", choices=sorted(SPLIT_NAMES), default="val", help="which split")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    p.add_argument(
+        "--data-path",
+        help="score another corpus (a file, folder or glob), split with the run's fractions",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        help="windows per forward pass (default: the run's train.eval_batch_size, which "
+        "gives exactly the training run's number)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Score and print; returns the exit status (2 on bad input, 130 on Ctrl-C)."""
+    args = build_parser().parse_args(argv)
+    if args.batch_size is not None and args.batch_size < 1:
+        print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
+        return 2
+    try:
+        score = score_split(
+            args.out_dir,
+            args.checkpoint,
+            args.split,
+            args.device,
+            args.data_path,
+            args.batch_size,
+            progress=sys.stderr.isatty(),
+        )
+    except (ConfigError, CheckpointError, CorpusError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    print(score.corpus)
+    print(
+        f"{args.checkpoint} at step {score.iter_num}, {SPLIT_NAMES[score.split]} split, "
+        f"{score.characters:,} characters: {score.loss:.4f} nats/char, "
+        f"{score.bits_per_character:.4f} bits/char (perplexity {math.exp(score.loss):.3f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
