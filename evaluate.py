@@ -57,20 +57,6 @@ class SplitScore:
         return nats_to_bits(self.loss)
 
 
-class _TranslatedIds:
-    """A corpus's token ids read as the model's: ``ids[i]`` becomes ``table[ids[i]]``.
-    Windows are gathered from it as from the array itself (`data.batches`)."""
-
-    def __init__(self, ids, table):
-        self.base, self.table = ids, table  # ``base``: the memory map stays reachable
-
-    def __len__(self) -> int:
-        return len(self.base)
-
-    def __getitem__(self, index):
-        return self.table[self.base[index]]
-
-
 def run_config(checkpoint_config: dict) -> RunConfig:
     """The run's config from a checkpoint, with defaults for keys it predates (and
     without keys this version no longer has).
@@ -115,13 +101,12 @@ def score_split(
     if batch_size is not None:
         cfg.train.eval_batch_size = batch_size
     corpus = prepare_corpus(**dataclasses.asdict(cfg.data), progress=progress)
+    id_map = None  # the corpus's token ids as the model's, when the vocabularies differ
     if corpus.tokenizer.chars != tokenizer.chars:
         try:
-            table = corpus.tokenizer.ids_in(tokenizer)
+            id_map = corpus.tokenizer.ids_in(tokenizer)
         except CorpusError as e:
             raise CorpusError(f"{cfg.data.path}: {e}") from None
-        corpus.val_ids = _TranslatedIds(corpus.val_ids, table)
-        corpus.test_ids = _TranslatedIds(corpus.test_ids, table)
     ids = corpus.val_ids if split == "val" else corpus.test_ids
     if split == "test" and len(ids) == 0:
         raise CorpusError(
@@ -137,7 +122,7 @@ def score_split(
     model.to(device)
     autocast = functools.partial(autocast_context, device)
     evaluator = Evaluator(corpus, cfg, DistContext(), device, autocast)
-    windows = evaluator.whole_split_windows(split)
+    windows = evaluator.whole_split_windows(split, id_map)
     with tqdm(total=len(windows), unit="window", disable=not progress) as bar:
         loss = evaluator.mean_loss(model, windows, bar.update)
     return SplitScore(loss, len(ids), split, corpus.origin, int(ckpt["iter_num"]))

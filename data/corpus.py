@@ -11,8 +11,8 @@ token ids are written once to ``<cache_dir>/<name>-<key>/tokens.bin`` (uint16 up
 65,535 distinct characters, else uint32) with ``meta.json`` beside them; the key
 covers every file's path, size and sha256 (`data.sources`) and the decoding settings,
 so the next run starts at once and an edited, added or removed file prepares again.
-The splits are read-only ``np.memmap`` views of that one file: nothing is loaded into
-memory, and another ``val_fraction`` needs no new preparation.
+The splits are read-only ``np.memmap`` arrays over parts of that one file: nothing is
+loaded into memory, and another ``val_fraction`` needs no new preparation.
 
 Tiny Shakespeare comes from an offline copy beside the checkout
 (``../shared/data/tinyshakespeare/input.txt``) if there is one, else from its
@@ -189,18 +189,28 @@ def prepare_corpus(
         meta = _prepare_into(folder, text, progress)
         how = f"prepared into {cache_dir}"
     tokenizer = CharTokenizer(meta["vocab"], meta["normalization"])
-    tokens = np.memmap(folder / TOKENS_NAME, dtype=np.dtype(meta["dtype"]), mode="r")
-    n_train, n_val, n_test = split_sizes(len(tokens), val_fraction, test_fraction)
+    n_train, n_val, n_test = split_sizes(meta["n_tokens"], val_fraction, test_fraction)
+    tokens = folder / TOKENS_NAME
     corpus = Corpus(
         tokenizer,
-        tokens[:n_train],
-        tokens[n_train : n_train + n_val],
+        _mapped(tokens, tokenizer.dtype, 0, n_train),
+        _mapped(tokens, tokenizer.dtype, n_train, n_val),
         given,
         fingerprint,
-        test_ids=tokens[n_train + n_val :],
+        test_ids=_mapped(tokens, tokenizer.dtype, n_train + n_val, n_test),
     )
     corpus.origin = _describe(corpus, described, meta.get("replaced_bytes", 0), how)
     return corpus
+
+
+def _mapped(path: Path, dtype: np.dtype, start: int, length: int) -> np.ndarray:
+    """(length,) read-only view of tokens start .. start + length - 1 of a token file:
+    an ``np.memmap`` of its own, so that it knows its place in the file
+    (`data.batches.WindowReader` reads windows from there); empty for length 0."""
+    if length == 0:
+        return np.zeros(0, dtype=dtype)  # a memory map cannot be empty
+    offset = start * np.dtype(dtype).itemsize
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(length,))
 
 
 def unescape_separator(separator: str) -> str:

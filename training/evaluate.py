@@ -169,12 +169,12 @@ class Evaluator:
         the fixed windows (model in eval mode while evaluating; its mode is restored)."""
         return {split: self.mean_loss(model, w) for split, w in self.windows.items()}
 
-    def whole_split_windows(self, split: str = "val") -> EvaluationWindows:
+    def whole_split_windows(self, split: str = "val", id_map=None) -> EvaluationWindows:
         """Windows that score every character of ``split`` ("val", "train" or "test")
-        after its first."""
+        after its first (``id_map``: see `data.batches.EvaluationWindows`)."""
         c = self.corpus
         ids = {"train": c.train_ids, "val": c.val_ids, "test": c.test_ids}[split]
-        return EvaluationWindows(ids, self.block_size)
+        return EvaluationWindows(ids, self.block_size, id_map=id_map)
 
     def whole_split_loss(self, model: nn.Module, split: str = "val", on_windows=None) -> float:
         """Mean cross-entropy in nats per character over every character of ``split``
