@@ -192,7 +192,8 @@ def _nothing_matched(given: str, candidates: list[Path], include: str) -> str:
     """Say what the folder or glob does hold, so that the fix is obvious."""
     if not candidates:
         return f"data.path: {given} holds no files (hidden files are skipped); point it at text"
-    kinds = Counter(f.suffix or f.name for f in candidates).most_common(5)
+    counts = Counter(f.suffix or f.name for f in candidates)
+    kinds = sorted(counts.items(), key=lambda kind: (-kind[1], kind[0]))[:5]
     shown = ", ".join(f"{n:,} {'*' + k if k.startswith('.') else k}" for k, n in kinds)
     return (
         f"data.path: none of the {len(candidates):,} files in {given} matches "

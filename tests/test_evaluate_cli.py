@@ -13,7 +13,7 @@ import data.batches
 import evaluate
 from conftest import ROOT, read_scalars, shakespeare, tiny_overrides
 from data import CorpusError
-from training import ConfigError, load_checkpoint, load_config, train
+from training import CheckpointError, ConfigError, load_checkpoint, load_config, train
 from training.checkpoint import check_resume, save_checkpoint
 from training.run_writer import VAL_FULL_BPC, VAL_FULL_LOSS
 
@@ -63,6 +63,7 @@ def test_evaluate_reads_a_checkpoint_older_than_the_new_keys(sampled_run, tmp_pa
     for key in ("include", "separator", "test_fraction"):
         del ckpt["config"]["data"][key]
     del ckpt["config"]["train"]["eval_tokens"]
+    ckpt["config"]["train"]["retired_key"] = 1  # a key this version no longer has
     ckpt.pop("format_version")
     save_checkpoint(ckpt, tmp_path / "old.pt")
     score = evaluate.score_split(cfg.out_dir, str(tmp_path / "old.pt"), device_name="cpu")
@@ -71,22 +72,22 @@ def test_evaluate_reads_a_checkpoint_older_than_the_new_keys(sampled_run, tmp_pa
         evaluate.score_split(cfg.out_dir, str(tmp_path / "old.pt"), "test", "cpu")
 
 
-def test_evaluate_errors_name_the_fix(sampled_run, tmp_path):
+def test_evaluate_errors_name_the_fix(sampled_run, tmp_path, capsys):
     cfg, _ = sampled_run
     other = tmp_path / "other.txt"
     other.write_text("ROMEO: hello\x01 and ünïcode " * 20, encoding="utf-8")
     r = run_evaluate("--out-dir", cfg.out_dir, "--data-path", other)
-    assert r.returncode == 2
+    assert r.returncode == 2 and r.stderr.startswith("error: ")
     assert "3 character(s) are not in the model's vocabulary of 65" in r.stderr
     assert "'\\x01' (U+0001)" in r.stderr and "'ü' (U+00FC)" in r.stderr
     readable = tmp_path / "readable.txt"
     readable.write_text("ROMEO: What say you, my lord?\n" * 40, encoding="utf-8")
     score = evaluate.score_split(cfg.out_dir, data_path=str(readable), device_name="cpu")
     assert score.characters == 120 and np.isfinite(score.loss)  # ids translated
-    r = run_evaluate("--out-dir", tmp_path / "no_run")
-    assert r.returncode == 2 and "no checkpoint at" in r.stderr
-    r = run_evaluate("--out-dir", cfg.out_dir, "--batch-size", "0")
-    assert r.returncode == 2 and "--batch-size must be >= 1" in r.stderr
+    with pytest.raises(CheckpointError, match="no checkpoint at"):
+        evaluate.score_split(str(tmp_path / "no_run"), device_name="cpu")
+    assert evaluate.main(["--out-dir", cfg.out_dir, "--batch-size", "0"]) == 2
+    assert "--batch-size must be >= 1" in capsys.readouterr().err
 
 
 def test_a_resume_must_keep_the_test_fraction(sampled_run):
