@@ -8,16 +8,15 @@ and one periodic evaluation's time, from 1 MB to 1 GB of text.
 Synthetic corpora are written to a temporary folder: a 4 MB block of random words
 (Tiny Shakespeare's vocabulary, with some accented and Korean words so that decoding is
 not pure ASCII) repeated to the size asked for. Each measurement runs in a fresh
-process, so its peak resident memory (ru_maxrss: the interpreter and torch included,
-about 250 MB before any data) is its own:
+process, so its peak resident memory (VmHWM: the interpreter and torch included,
+about 220 MB before any data, given in brackets) is its own:
 
 - prepare: `data.prepare_corpus` into an empty cache (both passes, tokens written);
   MB/s is corpus bytes over those seconds.
 - cached: the same call again, the cache in place (it hashes every file).
 - step: the CPU recipe's model (configs/shakespeare_char_cpu.yaml, without compile)
   trained for --steps steps on the corpus, ms per step after 5 warm-up steps; RSS is
-  the process's resident memory after the steps (VmRSS: the mapped pages of the token
-  file included) and its peak.
+  the process's resident memory after the steps (VmRSS) and, in brackets, its peak.
 - eval: one periodic evaluation (`Evaluator.losses`: train.eval_tokens characters of
   the validation split and train.eval_train_tokens of the training split), without the
   TensorBoard sample and heatmaps (about 2 s more on 2 CPU cores).
@@ -69,18 +68,26 @@ def synthetic_corpus(path: Path, megabytes: float, seed: int = 0) -> None:
             f.write(rest[: rest.rindex(b"\n") + 1])
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, MB (ru_maxrss is KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def resident_mb() -> float:
-    """This process's resident memory now (VmRSS), MB; NaN where /proc is missing."""
+def _status_mb(field: str) -> float | None:
+    """A memory field of /proc/self/status (VmRSS, VmHWM), MB; None without /proc."""
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:
-        return float("nan")
-    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
+        return None
+    return int(re.search(field + r":\s+(\d+)", status).group(1)) / 1024
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, MB: VmHWM, as ru_maxrss would carry
+    the parent's peak over into a spawned child on Linux (it survives exec)."""
+    peak = _status_mb("VmHWM")
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def resident_mb() -> float:
+    """This process's resident memory now (VmRSS), MB; NaN without /proc."""
+    now = _status_mb("VmRSS")
+    return now if now is not None else float("nan")
 
 
 def prepare_case(path: str, include: str, cache: str, chunk_bytes: int | None, queue) -> None:
