@@ -45,7 +45,7 @@ from training.distributed import (
     shutdown_distributed,
     wrap_for_data_parallel,
 )
-from training.evaluate import Evaluator
+from training.evaluate import Evaluator, nats_to_bits
 from training.interrupt import StopRequest
 from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
