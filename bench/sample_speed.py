@@ -37,7 +37,7 @@ from training.device import resolve_device  # noqa: E402
 
 # name -> (n_layer, n_head, n_embd, block_size, position)
 SHAPES = {
-    "cpu": (4, 4, 128, 64, "rope"),  # configs/shakespeare_char_cpu.yaml's shape, RoPE
+    "cpu": (4, 4, 128, 128, "rope"),  # configs/shakespeare_char_cpu.yaml's shape, RoPE
     "6x384": (6, 6, 384, 256, "learned"),  # configs/shakespeare_char.yaml (GPT-2)
     "6x384-rope": (6, 6, 384, 256, "rope"),  # the same shape with RoPE (the modern recipe)
 }
