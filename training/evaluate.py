@@ -10,6 +10,7 @@ by evaluate.py. All in nats per character (and bits: nats / ln 2).
 """
 
 import math
+import time
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,10 @@ from data.batches import EvaluationWindows
 from data.corpus import Corpus
 from training.distributed import DistContext, all_reduce
 from training.nonfinite import NonFiniteLossError
+
+
+class WholeSplitStopped(Exception):
+    """Raised by `Evaluator.final_val_loss` when asked to stop part-way."""
 
 
 def nats_to_bits(loss: float) -> float:
@@ -196,3 +201,38 @@ class Evaluator:
         totals = torch.stack([total, torch.tensor(count, dtype=total.dtype, device=self.device)])
         all_reduce(totals, self.dist)
         return (totals[0] / totals[1]).item()
+
+    def final_val_loss(
+        self, model: nn.Module, evals: list[dict], iter_num: int, should_stop, say
+    ) -> tuple[float, str]:
+        """The whole validation split's loss when training ends, in nats per character.
+
+        The last periodic number is reused when the periodic evaluation covered the
+        whole split and ran at ``iter_num``; otherwise the split is scored (announced
+        through ``say``) and the time it took is reported.
+
+        Args:
+            model: the model to score (the weight average when there is one).
+            evals: the run's periodic evaluations (see `evaluate`), oldest first.
+            iter_num: the step training ended at.
+            should_stop: called after each batch; True stops the scoring.
+            say: prints one line.
+
+        Returns:
+            (loss, how): the loss and a few words on how it was obtained.
+
+        Raises:
+            WholeSplitStopped: if ``should_stop()`` returned True.
+        """
+        last = evals[-1] if evals else None
+        if self.periodic_val_covers_split and last is not None and last["iter"] == iter_num:
+            return last["val_loss"], "the last evaluation covered it"
+        say(f"evaluating the whole validation split ({len(self.corpus.val_ids):,} characters)")
+        started = time.perf_counter()
+
+        def stop_if_asked(_windows: int) -> None:
+            if should_stop():
+                raise WholeSplitStopped
+
+        loss = self.whole_split_loss(model, "val", stop_if_asked)
+        return loss, f"{time.perf_counter() - started:.0f} s"

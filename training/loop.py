@@ -45,7 +45,7 @@ from training.distributed import (
     shutdown_distributed,
     wrap_for_data_parallel,
 )
-from training.evaluate import Evaluator, nats_to_bits
+from training.evaluate import Evaluator, WholeSplitStopped, nats_to_bits
 from training.interrupt import StopRequest
 from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
@@ -87,10 +87,6 @@ class TrainResult:
     interrupted: bool = False
     signal: int | None = None
     rank: int = 0
-
-
-class _WholeSplitStopped(Exception):
-    """Ctrl-C during the final whole-split evaluation (single process)."""
 
 
 class Trainer:
@@ -266,42 +262,30 @@ class Trainer:
 
     def evaluate_whole_split(self, stop: StopRequest) -> None:
         """Score the whole validation split once, at the end of training, log it
-        (val/full_loss) and say it; the last periodic number is reused when the periodic
-        evaluation already covered the whole split. A single process stops scoring at
-        Ctrl-C (the checkpoint is already written); data-parallel ranks finish it."""
-        n = len(self.corpus.val_ids)
-        last = self.result.evals[-1] if self.result.evals else None
-        reused = (
-            self.evaluator.periodic_val_covers_split
-            and last is not None
-            and last["iter"] == self.result.iter_num
-        )
-        if reused:
-            loss, how = last["val_loss"], "the last evaluation covered it"
-        else:
-            self.console.say(f"evaluating the whole validation split ({n:,} characters)")
-            started = time.perf_counter()
-
-            def stop_if_asked(_windows: int) -> None:
-                if stop.requested and not self.dist.enabled:
-                    raise _WholeSplitStopped
-
-            evaluated, _ = self.evaluated_models()  # the weight average once it has begun
-            try:
-                loss = self.evaluator.whole_split_loss(evaluated, "val", stop_if_asked)
-            except _WholeSplitStopped:
-                self.console.say(
-                    "whole-split evaluation stopped; the checkpoint is saved: "
-                    f"python evaluate.py --out-dir {self.out_dir} gives it"
-                )
-                return
-            how = f"{time.perf_counter() - started:.0f} s"
+        (val/full_loss) and say it (see `Evaluator.final_val_loss`). A single process
+        stops scoring at Ctrl-C (the checkpoint is already written); data-parallel
+        ranks finish it."""
+        evaluated, _ = self.evaluated_models()  # the weight average once it has begun
+        try:
+            loss, how = self.evaluator.final_val_loss(
+                evaluated,
+                self.result.evals,
+                self.result.iter_num,
+                lambda: stop.requested and not self.dist.enabled,
+                self.console.say,
+            )
+        except WholeSplitStopped:
+            self.console.say(
+                "whole-split evaluation stopped; the checkpoint is saved: "
+                f"python evaluate.py --out-dir {self.out_dir} gives it"
+            )
+            return
         self.result.full_val_loss = loss
         if self.dist.is_main:
             self.writer.full_evaluation(self.result.iter_num, loss)
         self.console.say(
-            f"whole validation split ({n:,} characters): {loss:.4f} nats/char "
-            f"({nats_to_bits(loss):.4f} bits/char; {how})"
+            f"whole validation split ({len(self.corpus.val_ids):,} characters): "
+            f"{loss:.4f} nats/char ({nats_to_bits(loss):.4f} bits/char; {how})"
         )
 
     def run(self) -> TrainResult:
@@ -321,15 +305,7 @@ class Trainer:
             notes.append(
                 "note: resuming with changed settings: " + "; ".join(self.changed_on_resume)
             )
-        n, plural = dist.world_size, "es" if dist.world_size > 1 else ""
-        group = f" x {n} process{plural} ({dist.backend} process group)" if dist.enabled else ""
-        notes.append(
-            f"training on {self.device}{group}: {self.model.num_params() / 1e6:.2f} M "
-            f"parameters (without position embeddings), vocab {cfg.model.vocab_size}, "
-            f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
-            f"{dist.world_size} ranks = {self.tokens_per_iter} tokens/step, steps "
-            f"{start}..{tc.max_iters} -> {self.out_dir}"
-        )
+        notes.append(start_line(cfg, dist, self.device, self.model, self.tokens_per_iter, start))
         if tc.compile:
             notes.append("compiling the model (torch.compile): the first step takes a while")
         for note in filter(None, notes):
@@ -388,6 +364,21 @@ class Trainer:
         self.folder.release(started)
         if isinstance(getattr(self, "train_model", None), DistributedDataParallel):
             self.train_model = self.fast_model
+
+
+def start_line(
+    cfg: RunConfig, dist, device: torch.device, model: GPT, tokens_per_iter: int, start: int
+) -> str:
+    """The line a run starts with: device, processes, size, batch and steps."""
+    tc, n = cfg.train, dist.world_size
+    group = f" x {n} process{'es' if n > 1 else ''} ({dist.backend} process group)"
+    return (
+        f"training on {device}{group if dist.enabled else ''}: {model.num_params() / 1e6:.2f} M "
+        f"parameters (without position embeddings), vocab {cfg.model.vocab_size}, "
+        f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
+        f"{n} ranks = {tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> "
+        f"{cfg.out_dir}"
+    )
 
 
 def train(cfg: RunConfig) -> TrainResult:
