@@ -17,7 +17,7 @@ python train.py --config configs/shakespeare_char_cpu.yaml train.max_iters=600 \
     train.lr_decay_iters=600 train.eval_interval=300 out_dir=$out/look_inside \
     train.overwrite=true
 python explore_attention.py --out-dir $out/look_inside --prompt "To be, or not to be" \
-    --layer 0 --head 1 --png-layers 0 --png $out/attention_layer0.png --dpi 80
+    --layer 0 --head 3 --png-layers 0 --png $out/attention_layer0.png --dpi 80
 cp $out/attention_layer0.png docs/attention_layer0.png
 
 if python -c "import selenium" 2>/dev/null && command -v chromedriver >/dev/null; then
