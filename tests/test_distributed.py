@@ -12,6 +12,7 @@ from model import GPT, GPTConfig
 from training import load_checkpoint, load_config, train
 from training.config import TrainConfig
 from training.optim import build_optimizer
+from training.run_writer import TRAIN_LOSS
 
 
 def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):
@@ -142,7 +143,7 @@ def test_one_process_job_runs_in_a_process_group_with_a_plain_runs_losses(
             None, tiny_overrides(tmp_path / "plain", shakespeare_path, **{"train.max_iters": 4})
         )
     )
-    job_losses = read_scalars(tmp_path / "job" / "run")["train/loss"]
+    job_losses = read_scalars(tmp_path / "job" / "run")[TRAIN_LOSS]
     assert [step for step, _ in job_losses] == [1, 2, 3, 4]
     # TensorBoard stores float32: compare the plain run's losses at that precision.
     expected = [float(torch.tensor(plain.losses[s], dtype=torch.float32)) for s in (1, 2, 3, 4)]

@@ -126,3 +126,23 @@ class Throughput:
         rate = self.tokens_per_step * (step - self._step) / max(now - self._time, 1e-9)
         self._time, self._step = now, step
         return rate
+
+
+def start_line(cfg, dist, device, num_params: int, tokens_per_iter: int, start: int) -> str:
+    """The line a run starts with: device, processes, parameters, batch and steps.
+
+    Args:
+        cfg: the resolved RunConfig; dist: the DistContext; device: the torch device.
+        num_params: parameters without position embeddings.
+        tokens_per_iter: tokens per optimizer step over all ranks.
+        start: the step training starts from (after a resume, the checkpoint's).
+    """
+    tc, n = cfg.train, dist.world_size
+    group = f" x {n} process{'es' if n > 1 else ''} ({dist.backend} process group)"
+    return (
+        f"training on {device}{group if dist.enabled else ''}: {num_params / 1e6:.2f} M "
+        f"parameters (without position embeddings), vocab {cfg.model.vocab_size}, "
+        f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
+        f"{n} ranks = {tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> "
+        f"{cfg.out_dir}"
+    )

@@ -16,9 +16,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
-import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -37,7 +35,7 @@ from training.checkpoint import (
 )
 from training.compile import compile_model
 from training.config import RunConfig
-from training.console import Console, Throughput
+from training.console import Console, Throughput, start_line
 from training.device import autocast_context
 from training.distributed import (
     all_reduce,
@@ -49,6 +47,7 @@ from training.evaluate import Evaluator, WholeSplitStopped, nats_to_bits
 from training.interrupt import StopRequest
 from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
+from training.result import TrainResult
 from training.rng import seed_everything
 from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
 from training.run_writer import RunWriter
@@ -56,37 +55,6 @@ from training.schedule import resolve_schedule_length, schedule_notices, schedul
 from training.tensorboard_views import TensorBoardViews
 
 __all__ = ["NonFiniteLossError", "TrainResult", "Trainer", "train"]
-
-
-@dataclass
-class TrainResult:
-    """What a call to `train` did.
-
-    Attributes:
-        out_dir: the run folder.
-        iter_num: optimizer steps completed in total (including before a resume).
-        best_val_loss: lowest validation loss seen, nats per character.
-        evals: one dict per evaluation: iter, seconds (wall time since this call
-            started training), train_loss, val_loss (nats/char), val_bpc (bits/char).
-        full_val_loss: the loss over the whole validation split when training ended
-            (nats/char); None if it was not computed (interrupted, nothing to do, or
-            train.final_full_eval=false).
-        losses: {iteration: training loss in nats/char} for every logged iteration
-            (the loss of that iteration's batches, averaged over ranks).
-        interrupted: True if Ctrl-C / SIGTERM stopped the run early.
-        signal: the signal number that stopped it, if any.
-        rank: this process's rank (0 unless launched by torchrun).
-    """
-
-    out_dir: Path
-    iter_num: int = 0
-    best_val_loss: float = math.inf
-    evals: list = field(default_factory=list)
-    full_val_loss: float | None = None
-    losses: dict = field(default_factory=dict)
-    interrupted: bool = False
-    signal: int | None = None
-    rank: int = 0
 
 
 class Trainer:
@@ -305,7 +273,9 @@ class Trainer:
             notes.append(
                 "note: resuming with changed settings: " + "; ".join(self.changed_on_resume)
             )
-        notes.append(start_line(cfg, dist, self.device, self.model, self.tokens_per_iter, start))
+        notes.append(
+            start_line(cfg, dist, self.device, self.model.num_params(), self.tokens_per_iter, start)
+        )
         if tc.compile:
             notes.append("compiling the model (torch.compile): the first step takes a while")
         for note in filter(None, notes):
@@ -364,21 +334,6 @@ class Trainer:
         self.folder.release(started)
         if isinstance(getattr(self, "train_model", None), DistributedDataParallel):
             self.train_model = self.fast_model
-
-
-def start_line(
-    cfg: RunConfig, dist, device: torch.device, model: GPT, tokens_per_iter: int, start: int
-) -> str:
-    """The line a run starts with: device, processes, size, batch and steps."""
-    tc, n = cfg.train, dist.world_size
-    group = f" x {n} process{'es' if n > 1 else ''} ({dist.backend} process group)"
-    return (
-        f"training on {device}{group if dist.enabled else ''}: {model.num_params() / 1e6:.2f} M "
-        f"parameters (without position embeddings), vocab {cfg.model.vocab_size}, "
-        f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
-        f"{n} ranks = {tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> "
-        f"{cfg.out_dir}"
-    )
 
 
 def train(cfg: RunConfig) -> TrainResult:

@@ -38,8 +38,8 @@ def read_scalar_curves(
 
     Args:
         run_dir: a run folder (the ``out_dir`` of a training run).
-        tags: the tags to read, e.g. ["train/loss", "val/loss"]; None reads all. Tags
-            the run does not have are left out of the result.
+        tags: the tags to read, e.g. [TRAIN_LOSS, VAL_LOSS] from training.run_writer;
+            None reads all. Tags the run does not have are left out of the result.
 
     Returns:
         {tag: ScalarCurve}, each sorted by step.

@@ -1,0 +1,165 @@
+"""Every key of a run's configuration: its type, default and meaning, one dataclass per
+section (data, train; the model's section is `model.config.GPTConfig`).
+
+Each field is documented once, beside it (`model.config.setting`): `python train.py
+--help-config` prints the table made from these, and README.md shows it. Loading,
+overrides and validation are in `training.config`.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from data.corpus import DEFAULT_CORPUS_PATH
+from data.normalization import Normalization
+from model.config import GPTConfig, setting
+
+# The choices of the run config (the model's are in model/config.py); the validator
+# reads the allowed values from these types.
+Device = Literal["auto", "cpu", "cuda", "mps"]
+DecodeErrors = Literal["strict", "replace"]
+LrSchedule = Literal["cosine", "wsd"]
+Optimizer = Literal["adamw", "muon"]
+
+
+@dataclass
+class DataConfig:
+    """The `data:` section: which text, and how it is read and split."""
+
+    path: str = setting(
+        DEFAULT_CORPUS_PATH,
+        "what to train on: a UTF-8 text file, a folder (every file in it and its "
+        "sub-folders, hidden ones skipped) or a glob such as `'books/*.txt'`; the default "
+        "fetches Tiny Shakespeare",
+    )
+    include: str = setting(
+        "*",
+        "comma-separated patterns of the files a folder or glob contributes, matched "
+        "against each file's name and relative path, e.g. `*.c,*.h`",
+    )
+    separator: str = setting(
+        "\\n",
+        "text put between two files, which are read in sorted order; escapes `\\n`, "
+        "`\\t`, `\\\\`, `\\uHHHH` are understood (YAML: `separator: '\\n\\n'`; "
+        "command line: `data.separator='\\n\\n'`, or `data.separator=` for none)",
+    )
+    val_fraction: float = setting(
+        0.1, "share of the corpus held out for validation, just before the test split"
+    )
+    test_fraction: float = setting(
+        0.0,
+        "share of the corpus, at its very end, held out as a test split that training and "
+        "model selection never read (`evaluate.py --split test`)",
+    )
+    cache_dir: str = setting("data/cache", "where prepared token arrays are cached")
+    decode_errors: DecodeErrors = setting(
+        "strict", "`strict` stops at invalid UTF-8; `replace` swaps bad bytes for U+FFFD"
+    )
+    normalization: Normalization = setting(
+        "nfc",
+        "Unicode form of the corpus and of every prompt, prompt file and stop string: `nfc` "
+        "(composed, as keyboards type), `nfd` (decomposed, as macOS file names), `nfkc` / "
+        "`nfkd` (also fold compatibility variants such as full-width letters), or `none` "
+        "(code points kept as the file has them); recorded in the checkpoint",
+    )
+
+
+@dataclass
+class TrainConfig:
+    """The `train:` section: optimisation, evaluation and what a run logs. Iterations
+    count optimizer steps."""
+
+    batch_size: int = setting(32, "sequences per micro-batch")
+    gradient_accumulation_steps: int = setting(1, "micro-batches per optimizer step")
+    max_iters: int = setting(2000, "optimizer steps")
+    eval_interval: int = setting(250, "evaluate and checkpoint every N steps, and at the end")
+    log_interval: int = setting(10, "training scalars (and progress lines) every N steps")
+    eval_tokens: int = setting(
+        131072,
+        "characters of the validation split scored at each periodic evaluation: evenly "
+        "spread fixed windows, or the whole split when it is shorter (Tiny Shakespeare's "
+        "111,540 are)",
+    )
+    eval_train_tokens: int = setting(
+        32768, "size of the fixed training-split sample that is evaluated (characters)"
+    )
+    final_full_eval: bool = setting(
+        True,
+        "score the whole validation split once when training ends (`val/full_loss`); "
+        "false skips it on a corpus too large to wait for (evaluate.py can do it later)",
+    )
+    eval_batch_size: int = setting(128, "windows per forward pass during evaluation")
+    learning_rate: float = setting(1e-3, "peak learning rate, reached after warmup")
+    min_lr: float = setting(1e-4, "learning rate at the end of the decay")
+    warmup_iters: int = setting(100, "steps of linear warmup")
+    lr_decay_iters: int | None = setting(
+        None,
+        "length of the schedule in steps; null: max_iters for a new run, and a resumed run "
+        "keeps the length it was first given (so extending a finished run continues at "
+        "min_lr) unless this is given anew",
+    )
+    lr_schedule: LrSchedule = setting(
+        "cosine",
+        "`cosine` (warmup, cosine decay to min_lr) or `wsd` (warmup, stable, linear "
+        "warmdown to min_lr)",
+    )
+    warmdown_fraction: float = setting(0.2, "share of lr_decay_iters spent in the wsd warmdown")
+    optimizer: Optimizer = setting(
+        "adamw", "`adamw`, or `muon`: Muon for the blocks' 2-D weight matrices, AdamW for the rest"
+    )
+    muon_lr: float | None = setting(None, "Muon's peak learning rate (null: learning_rate)")
+    muon_momentum: float = setting(0.95, "Muon's momentum coefficient")
+    embedding_lr: float | None = setting(
+        None, "peak learning rate of the embedding tables (AdamW) (null: learning_rate)"
+    )
+    weight_decay: float = setting(0.1, "decoupled weight decay, on 2-D weight matrices only")
+    beta1: float = setting(0.9, "AdamW's first-moment coefficient")
+    beta2: float = setting(0.99, "AdamW's second-moment coefficient")
+    grad_clip: float = setting(1.0, "clip the global gradient norm to this (0 = off)")
+    ema_decay: float = setting(
+        0.0,
+        "if > 0, average the weights (an exponential moving average with this decay) from "
+        "step ema_start on, and evaluate, save and sample the average",
+    )
+    ema_start: int = setting(0, "the step after which weight averaging begins")
+    compile: bool = setting(
+        False,
+        "`torch.compile` the model (on CPU with torch's deterministic algorithms, so runs "
+        "repeat exactly)",
+    )
+    resume: bool = setting(False, "continue the run in out_dir from its ckpt.pt")
+    overwrite: bool = setting(
+        False,
+        "replace an earlier run in out_dir (its checkpoints, config and events are deleted "
+        "once the new run's input has been checked)",
+    )
+    sample_prompt: str = setting(
+        "ROMEO:", "the TensorBoard sample at each evaluation continues this text"
+    )
+    sample_tokens: int = setting(200, "characters in that sample (0 = no sample)")
+    attention_prompt: str = setting(
+        "To be, or not to be",
+        "text of the attention heatmaps at each evaluation (its first block_size characters; "
+        '"" = none)',
+    )
+
+
+@dataclass
+class RunConfig:
+    """A whole run: top-level keys plus the data, model and train sections."""
+
+    out_dir: str | None = setting(
+        None, "checkpoints, config.yaml and TensorBoard events (null: runs/<config file stem>)"
+    )
+    device: Device = setting("auto", "`auto` (cuda, then mps, then cpu), `cpu`, `cuda` or `mps`")
+    seed: int = setting(1337, "seeds python, numpy and torch, and the batch sampler")
+    data: DataConfig = field(default_factory=DataConfig)
+    model: GPTConfig = field(default_factory=GPTConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        """Plain nested dict (YAML- and checkpoint-friendly)."""
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig}
