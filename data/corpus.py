@@ -138,6 +138,7 @@ def prepare_corpus(
     separator: str = "\\n",
     progress: bool = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    say=None,
 ) -> Corpus:
     """Load (or prepare and cache) the tokenizer and token arrays of a corpus.
 
@@ -155,6 +156,8 @@ def prepare_corpus(
         progress: show tqdm bars (hashing, both passes) for a corpus of 32 MB or more.
         chunk_bytes: bytes read, and characters handled, at a time (bounds memory;
             the result does not depend on it).
+        say: called with one line before a corpus of 32 MB or more is read when
+            ``progress`` is off, so that a log file is not silent meanwhile.
 
     Returns:
         The prepared `Corpus`.
@@ -172,6 +175,8 @@ def prepare_corpus(
         sources, unescape_separator(separator), decode_errors, normalization, chunk_bytes
     )
     show = progress and sources.total_bytes >= PROGRESS_MIN_BYTES
+    if say is not None and not progress and sources.total_bytes >= PROGRESS_MIN_BYTES:
+        say(f"reading {sources.describe()}: hashing it, then preparing it unless cached")
     with bytes_bar(show, sources.total_bytes, "hashing corpus files") as on_bytes:
         fingerprint = sources.fingerprint(on_bytes)
     settings = [fingerprint, decode_errors, normalization, f"format {CACHE_FORMAT}"]

@@ -11,6 +11,8 @@ import sys
 # "unicode_escape" would misread non-ASCII text (it takes the str as Latin-1 bytes),
 # so "하늘\n" is decoded here, one escape at a time.
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[\\nrt0abfv'\"])")
+# \x, \u or \U not followed by enough hexadecimal digits: a typo, not text to keep.
+_TRUNCATED = re.compile(r"\\(?:x(?![0-9a-fA-F]{2})|u(?![0-9a-fA-F]{4})|U(?![0-9a-fA-F]{8}))")
 _SIMPLE_ESCAPES = {
     "\\": "\\",
     "n": "\n",
@@ -32,7 +34,8 @@ def unescape(text: str) -> str:
     and so is an unknown escape such as \\q.
 
     Raises:
-        ValueError: for a \\U escape beyond U+10FFFF.
+        ValueError: for \\x, \\u or \\U without its 2, 4 or 8 hexadecimal digits, and
+            for a \\U escape beyond U+10FFFF.
     """
 
     def replace(match: re.Match) -> str:
@@ -44,4 +47,12 @@ def unescape(text: str) -> str:
             return chr(value)
         return _SIMPLE_ESCAPES[code]
 
+    # Escaped backslashes are matched first, so r"\\u12" stays a backslash and "u12".
+    for match in re.finditer(r"\\\\|" + _TRUNCATED.pattern, text):
+        if match.group() != "\\\\":
+            end = text[match.start() : match.start() + 10]
+            raise ValueError(
+                f"the escape {end!r} needs hexadecimal digits (\\xHH, \\uHHHH, \\UHHHHHHHH); "
+                "write \\\\ for a backslash"
+            )
     return _ESCAPE.sub(replace, text)

@@ -63,8 +63,10 @@ class CorpusSources:
 
     def describe(self) -> str:
         """For the log: '/work/corpora/linux (59,932 files matching *.c,*.h, 1,336.5 MB)',
-        or 'input.txt (1.1 MB)' for a single file."""
-        megabytes = f"{self.total_bytes / 1e6:,.1f} MB"
+        or 'input.txt (1.1 MB)' for a single file; under 0.1 MB, in KB ('notes.txt
+        (2.0 KB)'), so that a small corpus does not read as empty."""
+        n = self.total_bytes
+        megabytes = f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.1f} KB"
         if not self.include:
             return f"{self.given} ({megabytes})"
         matching = "" if self.include == "*" else f" matching {self.include}"

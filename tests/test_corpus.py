@@ -128,3 +128,19 @@ def test_concurrent_preparations_share_one_cache(tmp_path):
     assert not errors
     assert len({tuple(r.train_ids[:50].tolist()) for r in results}) == 1
     assert len(list((tmp_path / "cache").iterdir())) == 1  # no temporary folders left
+
+
+def test_a_large_corpus_says_one_line_before_it_is_read_without_bars(tmp_path, monkeypatch):
+    """A log file (no progress bars) gets a line before a long hashing and preparation;
+    a terminal gets the bars instead, and a small corpus nothing."""
+    monkeypatch.setattr("data.corpus.PROGRESS_MIN_BYTES", 1000)
+    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
+    big.write_text("the quick brown fox\n" * 100, encoding="utf-8")  # 2,000 bytes
+    small.write_text("the quick brown fox\n" * 10, encoding="utf-8")
+    said = []
+    prepare_corpus(big, 0.1, tmp_path / "cache", say=said.append)
+    assert said == [f"reading {big} (2.0 KB): hashing it, then preparing it unless cached"]
+    said.clear()
+    prepare_corpus(small, 0.1, tmp_path / "cache", say=said.append)
+    prepare_corpus(big, 0.1, tmp_path / "cache", progress=True, say=said.append)
+    assert said == []

@@ -48,3 +48,11 @@ def test_unescape_understands_escapes_and_keeps_non_ascii():
     assert unescape(r"\t\\\x41\u00e9\U0001F600") == "\t\\Aé\U0001f600"
     assert unescape(r"a\q") == r"a\q"
     assert unescape("새가") == "새가"
+    assert unescape(r"\\u12") == r"\u12"  # an escaped backslash, then text
+
+
+@pytest.mark.parametrize("typo", [r"\u12", r"a\x4", r"\U0001F60", r"--\u"])
+def test_unescape_rejects_an_escape_cut_short(typo):
+    """An x, u or U escape without its hexadecimal digits is a typo, not text to keep."""
+    with pytest.raises(ValueError, match="needs hexadecimal digits"):
+        unescape(typo)

@@ -98,7 +98,9 @@ class Trainer:
         d, tc, dist = cfg.data, cfg.train, self.dist
         # DataConfig's keys are prepare_corpus's arguments, by name.
         show_progress = dist.is_main and self.console.interactive
-        self.corpus = prepare_corpus(**dataclasses.asdict(d), progress=show_progress)
+        self.corpus = prepare_corpus(
+            **dataclasses.asdict(d), progress=show_progress, say=self.console.say
+        )
         self.console.say(self.corpus.origin)
         self.corpus.check_fits(cfg.model.block_size, cfg.model.vocab_size)
         cfg.model.vocab_size = self.corpus.tokenizer.vocab_size
