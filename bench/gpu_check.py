@@ -29,8 +29,9 @@ is written to gpu_check.md, and all output to gpu_check.log, in $OUT when that v
 is set (the recipes' TensorBoard event files are copied there too), else in
 runs/gpu_check/. Runs and caches go to runs/gpu_check/ and replace the last check's.
 
-The corpus is read from data/tinyshakespeare/input.txt (or --corpus): nothing is
-downloaded, and a missing corpus is reported before any step runs.
+The corpus is read from data/tinyshakespeare/input.txt (or --corpus), fetched there as
+training fetches it when missing (the offline copy beside the checkout, or the
+checksum-verified download); one that cannot be had is reported before any step runs.
 """
 
 import argparse
@@ -56,7 +57,12 @@ sys.path.insert(0, str(ROOT))
 
 from timed_process import Finished, run_timed  # noqa: E402  (bench/, beside this file)
 
-from data.corpus import DEFAULT_CORPUS_PATH, TINY_SHAKESPEARE_SHA256  # noqa: E402
+from data.corpus import (  # noqa: E402
+    DEFAULT_CORPUS_PATH,
+    TINY_SHAKESPEARE_SHA256,
+    ensure_default_corpus,
+)
+from data.errors import CorpusError  # noqa: E402
 from training.config import ConfigError, load_config  # noqa: E402
 from training.run_writer import TRAIN_LOSS, TRAIN_TOKENS_PER_SEC, VAL_LOSS  # noqa: E402
 from viz.run_events import read_scalar_curves  # noqa: E402
@@ -551,11 +557,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--steps: unknown {sorted(unknown)}; choose from {', '.join(STEPS)}")
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: CUDA is not available here; on CPU use --device cpu --quick")
+    if args.corpus == (ROOT / DEFAULT_CORPUS_PATH).resolve():
+        try:  # the project's fetch: the offline copy beside the checkout, or the download
+            ensure_default_corpus(args.corpus)
+        except CorpusError as e:
+            p.error(f"{e} (a working tree copied to a GPU machine must take the corpus along)")
     if not args.corpus.is_file():
-        p.error(
-            f"no corpus at {args.corpus}: copy Tiny Shakespeare there (a working tree copied "
-            "to a GPU machine must take it along) or give --corpus PATH; nothing is downloaded"
-        )
+        p.error(f"no corpus at {args.corpus}: give --corpus PATH to a copy of Tiny Shakespeare")
     return args
 
 
