@@ -85,6 +85,18 @@ def safe_cut(text: str, n: int) -> int:
     return k
 
 
+def whole_cut(text: str, n: int) -> int:
+    """Where to cut ``text`` to keep about ``n`` code points without splitting a
+    character: `safe_cut` when it keeps any, else the end of the first character (a
+    decomposed syllable is 2 or 3 code points, so n=1 keeps the whole syllable)."""
+    k = safe_cut(text, n)
+    if k == 0:
+        k = min(max(n, 1), len(text))
+        while k < len(text) and joins_previous(text[k - 1], text[k]):
+            k += 1
+    return k
+
+
 def known_after_normalization(text: str, vocabulary: set[str]) -> list[str]:
     """The normalisation forms under which every character of ``text`` is in
     ``vocabulary`` (e.g. ["nfd", "nfkd"] for a syllable typed in NFC and a model whose

@@ -193,7 +193,8 @@ def next_token(
         raise SamplingError(
             f"the sampler drew token id {ids[outside][0].item()}, outside the vocabulary "
             f"[0, {logits.size(-1)}), on {ids.device.type}: torch.multinomial returned an "
-            "invalid index (a fault of some backends). Sample on another device (cpu), "
-            "or greedily with temperature 0 (no random draw)"
+            "invalid index (a fault of some backends). "
+            + ("Sample on another device (--device cpu), or " if ids.device.type != "cpu" else "")
+            + "sample greedily with temperature 0 (no random draw)"
         )
     return ids

@@ -79,7 +79,7 @@ def test_steps_the_budget_cannot_fit_are_not_run(tmp_path, shakespeare_path):
 
 def test_missing_corpus_and_missing_gpu_are_named_before_any_step(tmp_path):
     r = gpu_check(tmp_path, corpus=tmp_path / "nowhere.txt")
-    assert r.returncode == 2 and "no corpus at" in r.stderr and "nothing is downloaded" in r.stderr
+    assert r.returncode == 2 and "no corpus at" in r.stderr and "--corpus PATH" in r.stderr
     if not torch.cuda.is_available():
         r = subprocess.run(
             [sys.executable, str(ROOT / "bench" / "gpu_check.py")],

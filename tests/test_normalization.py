@@ -151,10 +151,10 @@ def test_prompt_fallback_never_cuts_a_syllable():
     val_text = nfd("새가 하늘을 날았다 " * 4)[1:]
     tok = CharTokenizer.from_text(val_text, "none")
     val_ids = tok.encode(val_text)
-    for prompt in ("ROMEO:", "To be", "abcdefg"):
+    for prompt in ("ROMEO:", "To be", "abcdefg", "R", "Zy"):
         with pytest.warns(PromptFallbackWarning):
             replacement = usable_prompt(prompt, tok, val_ids, "train.sample_prompt")
-        assert replacement and len(replacement) <= len(prompt)
+        assert replacement and len(replacement) <= max(len(prompt), 3)
         assert not continues_cluster(replacement[0])
         rest = val_text[val_text.index(replacement) + len(replacement) :]
         assert not rest or not joins_previous(replacement[-1], rest[0])

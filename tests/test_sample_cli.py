@@ -200,3 +200,25 @@ def test_cli_reports_an_out_of_vocabulary_draw(capsys, checkpoint_dir, monkeypat
     assert code == 1
     assert f"error: the sampler drew token id {len(CHARS)}, outside the vocabulary" in err
     assert "Traceback" not in err
+
+
+def test_a_missing_checkpoint_says_what_to_do(tmp_path):
+    """Each kind of folder without the checkpoint gets its own fix: train a run, wait
+    for its first evaluation (the step from its config.yaml), or use ckpt.pt."""
+    from cli.checkpoint_args import resolve_checkpoint_path
+    from training.checkpoint import CheckpointError
+
+    def hint(out_dir, name="ckpt.pt"):
+        with pytest.raises(CheckpointError) as e:
+            resolve_checkpoint_path(out_dir, name)
+        return str(e.value)
+
+    assert "there is no run folder" in hint(tmp_path / "nowhere")
+    assert "python train.py --config" in hint(tmp_path / "nowhere")
+    assert "holds no run" in hint(tmp_path) and "first evaluation" in hint(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("train:\n  eval_interval: 550\n", encoding="utf-8")
+    assert "has not reached its first evaluation (step 550)" in hint(run)
+    (run / "ckpt.pt").write_bytes(b"")
+    assert "best.pt appears at the run's first evaluation; ckpt.pt is there" in hint(run, "best.pt")

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from data.normalization import continues_cluster, safe_cut
+from data.normalization import continues_cluster, safe_cut, whole_cut
 from data.tokenizer import CharTokenizer
 
 
@@ -74,7 +74,7 @@ def usable_prompt(
     while start < len(text) - 1 and continues_cluster(text[start]):
         start += 1  # the validation split may begin inside a character
     rest = text[start:]
-    replacement = rest[: safe_cut(rest, n) or n]
+    replacement = rest[: whole_cut(rest, n)]
     shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in missing[:8])
     warnings.warn(
         f"{key}={prompt!r} has characters the corpus lacks ({shown}); using "
