@@ -13,6 +13,8 @@ import warnings
 
 from tqdm import tqdm
 
+from training.evaluate import nats_to_bits
+
 
 def plain_warnings() -> None:
     """Show Python warnings (a prompt replaced, a font missing) as one plain line,
@@ -97,6 +99,36 @@ class Console:
         )
         self._last_line, self._last_step = now, step
 
+    def evaluation(self, ev: dict, improved: bool) -> None:
+        """The line of one evaluation (``ev`` as `training.evaluate.Evaluator.evaluate`
+        returns it; losses in nats and bits per character)."""
+        self.say(
+            f"step {ev['iter']}: train {ev['train_loss']:.4f}, val {ev['val_loss']:.4f} "
+            f"nats/char ({ev['val_bpc']:.4f} bits/char), {ev['seconds']:.0f} s"
+            + (" *best*" if improved else "")
+        )
+
+    def whole_split(self, n_chars: int, loss: float, how: str) -> None:
+        """The line of the final whole-split score (``loss`` in nats per character)."""
+        self.say(
+            f"whole validation split ({n_chars:,} characters): {loss:.4f} nats/char "
+            f"({nats_to_bits(loss):.4f} bits/char; {how})"
+        )
+
+    def interrupted(self, step: int, checkpoint) -> None:
+        """The line of a run stopped by Ctrl-C or SIGTERM, its checkpoint written."""
+        self.say(
+            f"interrupted at step {step}; checkpoint saved to {checkpoint}. Resume with the "
+            "same command plus train.resume=true"
+        )
+
+    def whole_split_stopped(self, out_dir) -> None:
+        """The line of a final whole-split score cut short by Ctrl-C."""
+        self.say(
+            "whole-split evaluation stopped; the checkpoint is saved: "
+            f"python evaluate.py --out-dir {out_dir} gives it"
+        )
+
     def close(self) -> None:
         """Close the bar (if any)."""
         if self.bar is not None:
@@ -128,21 +160,33 @@ class Throughput:
         return rate
 
 
-def start_line(cfg, dist, device, num_params: int, tokens_per_iter: int, start: int) -> str:
-    """The line a run starts with: device, processes, parameters, batch and steps.
+def start_lines(
+    cfg, dist, device, num_params: int, tokens_per_iter: int, start: int, notes=(), changed=()
+) -> list[str]:
+    """What a run says before its first step: ``notes`` (e.g. the schedule's), the
+    settings ``changed`` on resume, the start line (device, processes, parameters,
+    batch, steps) and, with train.compile, that compiling comes first.
 
     Args:
         cfg: the resolved RunConfig; dist: the DistContext; device: the torch device.
         num_params: parameters without position embeddings.
         tokens_per_iter: tokens per optimizer step over all ranks.
         start: the step training starts from (after a resume, the checkpoint's).
+        notes: lines to say first; empty ones are skipped.
+        changed: the settings a resume changed, one description each.
     """
+    lines = [note for note in notes if note]
+    if changed:
+        lines.append("note: resuming with changed settings: " + "; ".join(changed))
     tc, n = cfg.train, dist.world_size
     group = f" x {n} process{'es' if n > 1 else ''} ({dist.backend} process group)"
-    return (
+    lines.append(
         f"training on {device}{group if dist.enabled else ''}: {num_params / 1e6:.2f} M "
         f"parameters (without position embeddings), vocab {cfg.model.vocab_size}, "
         f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
         f"{n} ranks = {tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> "
         f"{cfg.out_dir}"
     )
+    if cfg.train.compile:
+        lines.append("compiling the model (torch.compile): the first step takes a while")
+    return lines

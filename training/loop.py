@@ -35,7 +35,7 @@ from training.checkpoint import (
 )
 from training.compile import compile_model
 from training.config import RunConfig
-from training.console import Console, Throughput, start_line
+from training.console import Console, Throughput, start_lines
 from training.device import autocast_context
 from training.distributed import (
     all_reduce,
@@ -43,7 +43,7 @@ from training.distributed import (
     shutdown_distributed,
     wrap_for_data_parallel,
 )
-from training.evaluate import Evaluator, WholeSplitStopped, nats_to_bits
+from training.evaluate import Evaluator, WholeSplitStopped
 from training.interrupt import StopRequest
 from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
@@ -225,10 +225,7 @@ class Trainer:
         if self.dist.is_main:
             self.writer.evaluation(step, val, ev["train_loss"], self.result.best_val_loss)
             self.views.log_evaluation(self.writer, shown, step)
-        self.console.say(
-            f"step {step}: train {ev['train_loss']:.4f}, val {val:.4f} nats/char "
-            f"({ev['val_bpc']:.4f} bits/char), {seconds:.0f} s" + (" *best*" if improved else "")
-        )
+        self.console.evaluation(ev, improved)
 
     def evaluate_whole_split(self, stop: StopRequest) -> None:
         """Score the whole validation split once, at the end of training, log it
@@ -245,18 +242,12 @@ class Trainer:
                 self.console.say,
             )
         except WholeSplitStopped:
-            self.console.say(
-                "whole-split evaluation stopped; the checkpoint is saved: "
-                f"python evaluate.py --out-dir {self.out_dir} gives it"
-            )
+            self.console.whole_split_stopped(self.out_dir)
             return
         self.result.full_val_loss = loss
         if self.dist.is_main:
             self.writer.full_evaluation(self.result.iter_num, loss)
-        self.console.say(
-            f"whole validation split ({len(self.corpus.val_ids):,} characters): "
-            f"{loss:.4f} nats/char ({nats_to_bits(loss):.4f} bits/char; {how})"
-        )
+        self.console.whole_split(len(self.corpus.val_ids), loss, how)
 
     def run(self) -> TrainResult:
         """Train from the current iteration to train.max_iters (see `train`)."""
@@ -271,17 +262,11 @@ class Trainer:
             self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
             self.writer.hyperparameters(self.cfg.to_dict())
         notes = schedule_notices(tc) + [self.schedule_note]
-        if self.changed_on_resume:
-            notes.append(
-                "note: resuming with changed settings: " + "; ".join(self.changed_on_resume)
-            )
-        notes.append(
-            start_line(cfg, dist, self.device, self.model.num_params(), self.tokens_per_iter, start)
-        )
-        if tc.compile:
-            notes.append("compiling the model (torch.compile): the first step takes a while")
-        for note in filter(None, notes):
-            self.console.say(note)
+        n_params, changed = self.model.num_params(), self.changed_on_resume
+        for line in start_lines(
+            cfg, dist, self.device, n_params, self.tokens_per_iter, start, notes, changed
+        ):
+            self.console.say(line)
         started = time.perf_counter()
         throughput = Throughput(self.tokens_per_iter, start)
         self.model.train()
@@ -316,11 +301,7 @@ class Trainer:
                 if result.interrupted:
                     stop.saving = True  # a further Ctrl-C must not cut the save short
                     self.save()
-                    self.console.say(
-                        f"interrupted at step {result.iter_num}; checkpoint saved to "
-                        f"{self.out_dir / CKPT_NAME}. Resume with the same command plus "
-                        "train.resume=true"
-                    )
+                    self.console.interrupted(result.iter_num, self.out_dir / CKPT_NAME)
         finally:
             self.console.close()
             if self.writer is not None:
