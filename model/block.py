@@ -7,7 +7,9 @@ from torch import nn
 from model.attention import CausalSelfAttention
 from model.config import GPTConfig
 from model.kv_cache import KVCache
+from model.linear import Linear
 from model.norm import make_norm
+from model.rope import RotaryEmbedding
 
 
 class ReLUSquared(nn.Module):
@@ -32,9 +34,9 @@ class MLP(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.up_proj = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.up_proj = Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.activation = ACTIVATIONS[config.activation]()
-        self.down_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.down_proj = Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -52,12 +54,13 @@ class Block(nn.Module):
 
     Args:
         config: the model's GPTConfig.
+        rotary: the RoPE tables shared by the layers (``position=rope``), or None.
     """
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, rotary: RotaryEmbedding | None = None):
         super().__init__()
         self.ln_1 = make_norm(config)
-        self.attn = CausalSelfAttention(config)
+        self.attn = CausalSelfAttention(config, rotary)
         self.ln_2 = make_norm(config)
         self.mlp = MLP(config)
 

@@ -23,7 +23,9 @@ from model import generation
 from model.block import Block
 from model.config import GPTConfig
 from model.kv_cache import KVCache
+from model.linear import Linear
 from model.norm import make_norm
+from model.rope import RotaryEmbedding
 
 INIT_STD = 0.02
 
@@ -49,9 +51,14 @@ class GPT(nn.Module):
             nn.Embedding(config.block_size, config.n_embd) if config.position == "learned" else None
         )
         self.dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        # One set of RoPE tables for every layer: a decode step past block_size then
+        # computes its position's angles once, not once per layer.
+        rotary = None
+        if config.position == "rope":
+            rotary = RotaryEmbedding(config.head_size, config.block_size, config.rope_base)
+        self.blocks = nn.ModuleList(Block(config, rotary) for _ in range(config.n_layer))
         self.ln_f = make_norm(config)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight
         self.init_weights()

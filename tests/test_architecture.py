@@ -97,6 +97,21 @@ def test_rope_scores_depend_only_on_distance():
     torch.testing.assert_close(rope(q, 0), q)  # position 0 is not rotated
 
 
+def test_rope_tables_are_shared_and_positions_past_them_are_fresh():
+    """The layers share one RotaryEmbedding; past its table, each call's angles are
+    those of its own positions (the remembered last ones are not reused for others)."""
+    model = build("modern")
+    rotaries = {id(block.attn.rotary) for block in model.blocks}
+    assert len(rotaries) == 1 and model.blocks[0].attn.rotary is not None
+    torch.manual_seed(0)
+    shared = RotaryEmbedding(head_size=8, block_size=16)
+    x = torch.randn(2, 3, 4, 8)  # (B, n_head, T, d_k)
+    for start in (40, 40, 41, 16, 40, 14):  # 14: starts in the table, ends past it
+        fresh = RotaryEmbedding(head_size=8, block_size=16)
+        torch.testing.assert_close(shared(x, start), fresh(x, start), atol=0, rtol=0)
+    assert not torch.allclose(shared(x, 41), shared(x, 40))
+
+
 def test_softcap_bounds_logits_and_untied_head_is_separate():
     model = build("modern")
     with torch.no_grad():
