@@ -50,18 +50,17 @@ def few_row_linear(
     N, C = weight.shape
     if N % groups:
         raise ValueError(f"few_row_linear: N = {N} output rows do not split into {groups} groups")
-    rows = x.reshape(-1, C)
     grouped = weight.view(groups, N // groups, C)
-    if rows.size(0) == 1:
-        # (g, N/g, C) @ (g, C, 1) -> (g, N/g, 1) -> (1, N)
-        out = torch.bmm(grouped, rows.t().expand(groups, C, 1)).view(1, N)
+    if x.numel() == C:
+        # (g, N/g, C) @ (g, C, 1) -> (g, N/g, 1), read as (..., N)
+        out = torch.bmm(grouped, x.reshape(1, C, 1).expand(groups, C, 1))
+        out = out.view(*x.shape[:-1], N)
     else:
         # (g, R, C) @ (g, C, N/g) -> (g, R, N/g) -> (R, N)
+        rows = x.reshape(-1, C)
         out = torch.bmm(rows.expand(groups, -1, -1), grouped.transpose(1, 2))
-        out = out.transpose(0, 1).reshape(rows.size(0), N)
-    if bias is not None:
-        out = out + bias
-    return out.view(*x.shape[:-1], N)
+        out = out.transpose(0, 1).reshape(*x.shape[:-1], N)
+    return out if bias is None else out + bias
 
 
 class Linear(nn.Linear):
