@@ -72,3 +72,13 @@ def test_a_decode_step_takes_the_route_and_keeps_the_state_dict_keys(monkeypatch
     assert calls == [1] * 8
     assert all(not key.endswith(("groups", "rotary.cos")) for key in model.state_dict())
     assert "blocks.0.attn.qkv_proj.weight" in model.state_dict()
+
+
+def test_the_route_keeps_f_linear_dtype_under_cpu_autocast():
+    torch.manual_seed(0)
+    layer = Linear(40, 48)
+    x = torch.randn(1, 40)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out, expected = layer(x), F.linear(x, layer.weight, layer.bias)
+    assert out.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(out, expected, atol=0.1, rtol=0.02)
