@@ -3,15 +3,16 @@
 Decoding with a KV cache runs each weight matrix on the one new token of each
 sequence: a (B, C) by (C, N) product with B as small as 1. Such a product reads every
 weight once and does one multiply-add per weight, so its speed is set by how fast the
-weights stream from memory. On CPU, PyTorch's kernel for it (``F.linear``) streams at
-about 10 GB/s on our 2-core machines, on one core, while the memory delivers over
-25 GB/s: a decode step of the 6-layer, 384-wide model (42.5 MB of weights) spent 4 of
-its 5.4 ms there.
+weights stream from memory. On CPU, PyTorch's kernel for it (``F.linear``) streamed
+the 42.5 MB of weights of the 6-layer, 384-wide model at about 10 GB/s on our 2-core
+machines, on one core, while the memory delivers over 25 GB/s: 4 ms of a 5.4 ms decode
+step. (One small matrix multiplied again and again stays in the cache and runs far
+faster; a model's weights, read once per step, do not.)
 
 Splitting the weight's N output rows into groups and multiplying the groups as one
 batched product (``torch.bmm``) hands each core its own share of the rows: the same
-sums, 3-4x faster for one row (bench/sample_speed.py). Training and prefill products
-have many rows and keep ``F.linear``.
+sums, and a batch-1 decode step about 1.8x faster (bench/sample_speed.py). Training
+and prefill products have many rows and keep ``F.linear``.
 """
 
 import torch
