@@ -5,8 +5,8 @@ sequence: a (B, C) by (C, N) product with B as small as 1. Such a product reads 
 weight once and does one multiply-add per weight, so its speed is set by how fast the
 weights stream from memory. On CPU, PyTorch's kernel for it (``F.linear``) streamed
 the 42.5 MB of weights of the 6-layer, 384-wide model at about 10 GB/s on our 2-core
-machines, on one core, while the memory delivers over 25 GB/s: 4 ms of a 5.4 ms decode
-step. (One small matrix multiplied again and again stays in the cache and runs far
+machines, on one core, while the memory delivers over 25 GB/s: 3.9 ms of a 5.3 ms
+decode step. (One small matrix multiplied again and again stays in the cache and runs far
 faster; a model's weights, read once per step, do not.)
 
 Splitting the weight's N output rows into groups and multiplying the groups as one
