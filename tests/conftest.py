@@ -136,20 +136,37 @@ def read_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
 TIMEOUT_S = 180  # for each launched process: a hung collective must fail, not stall CI
 
 
-def torchrun(*args, cwd=ROOT, nproc: int = 2) -> subprocess.CompletedProcess:
-    """Run a script under torchrun with ``nproc`` processes, one CPU thread each."""
+# What a rank prints when a C++ thread of the gloo backend is destroyed while still
+# running: seen once (rank 1 of the two-process accumulation run, 30 November 2026,
+# in one of five full suite runs; not reproduced in the reruns after it).
+GLOO_THREAD_ABORT = "terminate called without an active exception"
+
+
+def torchrun(
+    *args, cwd=ROOT, nproc: int = 2, retry_gloo_abort: bool = False
+) -> subprocess.CompletedProcess:
+    """Run a script under torchrun with ``nproc`` processes, one CPU thread each.
+
+    retry_gloo_abort: run once more if a rank died with GLOO_THREAD_ABORT, a fault of
+    the backend rather than of the code under test; only for runs that write all
+    their outputs afresh (a retried training run with resume=True would not).
+    """
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     cmd.append(f"--nproc_per_node={nproc}")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        cmd + [str(a) for a in args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=TIMEOUT_S,
-    )
+    for _ in range(2 if retry_gloo_abort else 1):
+        result = subprocess.run(
+            cmd + [str(a) for a in args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=TIMEOUT_S,
+        )
+        if result.returncode == 0 or GLOO_THREAD_ABORT not in result.stderr:
+            break
+    return result
 
 
 def sharp_model(

@@ -100,7 +100,13 @@ def test_accumulation_under_two_process_ddp(tmp_path, shakespeare_path):
     """2 ranks x 4 micro-batches of 1 window = one process with one batch of 8."""
     x, y = fixed_windows(shakespeare_path, tmp_path)
     torch.save({"x": x, "y": y}, tmp_path / "windows.pt")
-    r = torchrun(ROOT / "tests" / "ddp_worker.py", tmp_path, shakespeare_path, "accumulate")
+    r = torchrun(
+        ROOT / "tests" / "ddp_worker.py",
+        tmp_path,
+        shakespeare_path,
+        "accumulate",
+        retry_gloo_abort=True,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     one = float64_trainer(tmp_path / "one", shakespeare_path, accumulation=1, batch=WINDOWS)
     initial = {k: v.clone() for k, v in one.model.state_dict().items()}

@@ -16,7 +16,9 @@ from training.run_writer import TRAIN_LOSS
 
 
 def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):
-    r = torchrun(ROOT / "tests" / "ddp_worker.py", tmp_path, shakespeare_path)
+    r = torchrun(
+        ROOT / "tests" / "ddp_worker.py", tmp_path, shakespeare_path, retry_gloo_abort=True
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     rank0 = torch.load(tmp_path / "rank0.pt", weights_only=True)
     rank1 = torch.load(tmp_path / "rank1.pt", weights_only=True)
