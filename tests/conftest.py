@@ -137,8 +137,9 @@ TIMEOUT_S = 180  # for each launched process: a hung collective must fail, not s
 
 
 # What a rank prints when a C++ thread of the gloo backend is destroyed while still
-# running: seen once (rank 1 of the two-process accumulation run, 30 November 2026,
-# in one of five full suite runs; not reproduced in the reruns after it).
+# running. Seen on 30 November 2026 with the 2 cores shared with other work: rank 1
+# of the accumulation run in a suite run, and 2 of 9 runs of the torchrun tests; not
+# on a quiet machine.
 GLOO_THREAD_ABORT = "terminate called without an active exception"
 
 
