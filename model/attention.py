@@ -100,9 +100,9 @@ class CausalSelfAttention(nn.Module):
         self.qk_norm = config.qk_norm
         self.rotary = None
         if config.position == "rope":
-            self.rotary = rotary or RotaryEmbedding(
-                config.head_size, config.block_size, config.rope_base
-            )
+            self.rotary = rotary
+            if rotary is None:
+                self.rotary = RotaryEmbedding(config.head_size, config.block_size, config.rope_base)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
 
