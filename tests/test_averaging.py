@@ -22,7 +22,10 @@ def test_the_saved_model_is_the_moving_average_of_the_trained_weights(tmp_path, 
 
     def recording_step(step):
         out = real_step(step)
-        after_each_step.append({k: v.clone() for k, v in trainer.model.state_dict().items()})
+        # On the host, as the checkpoint is, whatever device the run trains on.
+        after_each_step.append(
+            {k: v.to("cpu", copy=True) for k, v in trainer.model.state_dict().items()}
+        )
         return out
 
     trainer.train_step = recording_step

@@ -11,7 +11,7 @@ import torch
 
 import data.batches
 import evaluate
-from conftest import ROOT, read_scalars, shakespeare, tiny_overrides
+from conftest import ROOT, TEST_DEVICE, read_scalars, shakespeare, tiny_overrides
 from data import CorpusError
 from training import CheckpointError, ConfigError, load_checkpoint, load_config, train
 from training.checkpoint import check_resume, save_checkpoint
@@ -46,8 +46,9 @@ def test_the_final_whole_split_number_is_logged_and_differs_from_the_sample(samp
 
 def test_evaluate_gives_the_training_runs_whole_split_number(sampled_run):
     cfg, result = sampled_run
-    score = evaluate.score_split(cfg.out_dir, split="val", device_name="cpu")
-    assert score.loss == result.full_val_loss  # the same windows, batches and weights
+    # On the device the run trained on: the same windows, batches, weights and kernels.
+    score = evaluate.score_split(cfg.out_dir, split="val", device_name=TEST_DEVICE.type)
+    assert score.loss == result.full_val_loss
     assert score.characters == 111_541 and score.iter_num == 6
     test = evaluate.score_split(cfg.out_dir, split="test", device_name="cpu")
     assert test.characters == 55_769 and np.isfinite(test.loss) and test.loss != score.loss
