@@ -181,3 +181,20 @@ def test_config_checks_the_new_keys():
         load_config(None, ["train.sample_prompt="])
     cfg = load_config(None, ["train.sample_prompt=", "train.sample_tokens=0"])
     assert cfg.train.sample_tokens == 0 and cfg.train.attention_prompt == "To be, or not to be"
+
+
+def test_attention_interval_draws_the_heatmaps_at_its_multiples_and_the_last_step(tmp_path):
+    extra = {
+        "train.max_iters": 7,
+        "train.eval_interval": 2,
+        "train.attention_interval": 4,
+        "train.final_full_eval": "false",
+    }
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare(), **extra))
+    acc = read_events(train(cfg).out_dir)
+    assert [e.step for e in acc.Tensors(f"{SAMPLE_TEXT}/text_summary")] == [2, 4, 6, 7]
+    for layer in (0, 1):
+        assert [e.step for e in acc.Images(ATTENTION_IMAGE.format(layer=layer))] == [4, 7]
+    for bad in (3, -2):
+        with pytest.raises(ConfigError, match=r"train.attention_interval must be 0 .*\(2\)"):
+            load_config(None, ["train.eval_interval=2", f"train.attention_interval={bad}"])

@@ -142,6 +142,12 @@ class TrainConfig:
         "text of the attention heatmaps at each evaluation (its first block_size characters; "
         '"" = none)',
     )
+    attention_interval: int = setting(
+        0,
+        "draw the heatmaps only at evaluations whose step is a multiple of this, and at the "
+        "last step (0: at every evaluation); a multiple of eval_interval. Drawing takes "
+        "seconds of CPU time: on a GPU, more than the training steps between evaluations",
+    )
 
 
 @dataclass

@@ -7,7 +7,8 @@ through the run's `training.run_writer.RunWriter`:
     samples/fixed_prompt   TEXT    train.sample_tokens characters continuing
                                    train.sample_prompt, sampled with the run's seed
     attention/layer_<l>    IMAGES  layer l's heads side by side, for
-                                   train.attention_prompt
+                                   train.attention_prompt (at every evaluation, or
+                                   every train.attention_interval steps)
 
 The fixed seed and prompts make evaluations comparable: the same question is asked
 of the model at step 500 and at step 3,500. Sampling uses its own torch.Generator and
@@ -142,6 +143,14 @@ class TensorBoardViews:
         if self.sample_prompt:
             text = self.sample(model)
             writer.sample(step, sample_markdown(self.sample_prompt, text, self.cfg.seed))
-        if self.attention_prompt:
+        if self.attention_due(step):
             writer.attention(step, self.attention_images(model, step))
         writer.flush()
+
+    def attention_due(self, step: int) -> bool:
+        """Whether the evaluation at ``step`` draws the heatmaps: every one with
+        train.attention_interval 0, else those at its multiples, and the last step."""
+        interval, last = self.cfg.train.attention_interval, self.cfg.train.max_iters
+        return bool(self.attention_prompt) and (
+            interval == 0 or step % interval == 0 or step == last
+        )
