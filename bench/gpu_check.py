@@ -167,11 +167,25 @@ def pytest_counts(output: str) -> dict[str, int]:
     was stopped), the results -v printed so far, as {"passed so far": n, ...}."""
     summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed)", line)]
     if not summary:
+        # One process: "path::test PASSED"; pytest-xdist: "[gw0] [ 1%] PASSED path::test".
         results = re.findall(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR)", output)
+        results += re.findall(r"\] (PASSED|FAILED|SKIPPED|ERROR) \S+::", output)
         words = ("PASSED", "FAILED", "SKIPPED", "ERROR")
         return {f"{w.lower()} so far": results.count(w) for w in words if w in results}
     pairs = re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", summary[-1])
     return {word.rstrip("s") if word.startswith("error") else word: int(n) for n, word in pairs}
+
+
+def suite_workers(check: Check) -> int:
+    """Test processes for step 1: 4 on a GPU machine with pytest-xdist and 8 or more
+    CPUs (each with its share of the CPU threads; the GPU is shared), else 1."""
+    if check.quick or (os.cpu_count() or 1) < 8:
+        return 1
+    try:
+        import xdist  # noqa: F401  (the GPU machine's image has it; requirements.txt does not)
+    except ImportError:
+        return 1
+    return 4
 
 
 def step_tests(check: Check, limit_s: float) -> StepResult:
@@ -180,7 +194,13 @@ def step_tests(check: Check, limit_s: float) -> StepResult:
     cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--tb=short"]
     # Without --quick, all but this script's own test (its CPU mode is not what a GPU checks).
     cmd += QUICK_TESTS if check.quick else ["--durations=8", "--ignore=tests/test_gpu_check.py"]
-    finished = check.run(title, cmd, limit_s, env=check.env(MINIGPT_TEST_DEVICE=check.device))
+    env = check.env(MINIGPT_TEST_DEVICE=check.device)
+    workers = suite_workers(check)
+    if workers > 1:  # pytest-xdist: the whole suite ran 300 s one test at a time on an H200
+        cmd += ["-n", str(workers)]
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+        title += f", {workers} pytest-xdist workers"
+    finished = check.run(title, cmd, limit_s, env=env)
     counts = pytest_counts(finished.stdout)
     figures = ", ".join(f"{n} {word}" for word, n in counts.items()) or "no summary"
     names = re.findall(r"^(?:FAILED|ERROR) (\S+)", finished.stdout, re.MULTILINE)
@@ -190,7 +210,8 @@ def step_tests(check: Check, limit_s: float) -> StepResult:
         return failed(title, finished, f"the tests did not run on {check.device} ({figures})")
     if finished.returncode != 0 or not counts.get("passed"):
         lines = finished.stdout.strip().splitlines()
-        if finished.timed_out and lines:  # -v names each test as it starts: the last one hung
+        # -v names each test as it starts (one process only): the last one hung.
+        if finished.timed_out and lines and workers == 1:
             figures += f"; running {lines[-1].split(' ')[0]}"
         return failed(title, finished, figures)
     return StepResult(title, "passed", figures, finished.seconds)
