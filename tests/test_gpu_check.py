@@ -106,3 +106,26 @@ def test_a_command_past_its_limit_is_asked_to_stop_then_killed(tmp_path):
     assert r.returncode == -signal.SIGKILL and 6 <= r.seconds < 20
     assert r.stdout.splitlines() == ["started", "asked to stop"]
     assert (tmp_path / "log").read_text(encoding="utf-8").splitlines() == r.stdout.splitlines()
+
+
+def test_test_counts_are_read_from_a_stopped_run_in_either_format():
+    """A tests step stopped at its limit has no summary line: the counts come from the
+    -v lines printed so far, one process's or pytest-xdist's."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gpu_check import pytest_counts
+
+    one_process = (
+        "tests/test_a.py::test_one PASSED                    [  1%]\n"
+        "tests/test_a.py::test_two[x-1] FAILED               [  2%]\n"
+        "tests/test_b.py::test_three PASSED                  [  3%]\n"
+        "tests/test_b.py::test_four\n"
+    )
+    workers = (
+        "[gw1] [  1%] PASSED tests/test_a.py::test_one \n"
+        "[gw0] [  2%] SKIPPED tests/test_a.py::test_two[x-1] \n"
+        "[gw1] [  3%] PASSED tests/test_b.py::test_three \n"
+    )
+    assert pytest_counts(one_process) == {"passed so far": 2, "failed so far": 1}
+    assert pytest_counts(workers) == {"passed so far": 2, "skipped so far": 1}
+    finished = workers + "========= 2 passed, 1 skipped in 3.10s =========\n"
+    assert pytest_counts(finished) == {"passed": 2, "skipped": 1}
