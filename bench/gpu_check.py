@@ -167,9 +167,11 @@ def pytest_counts(output: str) -> dict[str, int]:
     was stopped), the results -v printed so far, as {"passed so far": n, ...}."""
     summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed)", line)]
     if not summary:
-        # One process: "path::test PASSED"; pytest-xdist: "[gw0] [ 1%] PASSED path::test".
-        results = re.findall(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR)", output)
-        results += re.findall(r"\] (PASSED|FAILED|SKIPPED|ERROR) \S+::", output)
+        # One process: "path::test[id, maybe with spaces] PASSED   [ 5%]";
+        # pytest-xdist: "[gw0] [  5%] PASSED path::test[...]".
+        one = r"^\S+::.* (PASSED|FAILED|SKIPPED|ERROR)\s+\[\s*\d+%\]\s*$"
+        xdist = r"^\[gw\d+\] \[\s*\d+%\] (PASSED|FAILED|SKIPPED|ERROR) "
+        results = re.findall(one, output, re.MULTILINE) + re.findall(xdist, output, re.MULTILINE)
         words = ("PASSED", "FAILED", "SKIPPED", "ERROR")
         return {f"{w.lower()} so far": results.count(w) for w in words if w in results}
     pairs = re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", summary[-1])

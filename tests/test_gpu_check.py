@@ -116,13 +116,13 @@ def test_test_counts_are_read_from_a_stopped_run_in_either_format():
 
     one_process = (
         "tests/test_a.py::test_one PASSED                    [  1%]\n"
-        "tests/test_a.py::test_two[x-1] FAILED               [  2%]\n"
+        "tests/test_a.py::test_two[To be, or not] FAILED     [  2%]\n"
         "tests/test_b.py::test_three PASSED                  [  3%]\n"
         "tests/test_b.py::test_four\n"
     )
     workers = (
         "[gw1] [  1%] PASSED tests/test_a.py::test_one \n"
-        "[gw0] [  2%] SKIPPED tests/test_a.py::test_two[x-1] \n"
+        "[gw0] [  2%] SKIPPED tests/test_a.py::test_two[To be, or not] \n"
         "[gw1] [  3%] PASSED tests/test_b.py::test_three \n"
     )
     assert pytest_counts(one_process) == {"passed so far": 2, "failed so far": 1}

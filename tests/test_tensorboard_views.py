@@ -183,18 +183,20 @@ def test_config_checks_the_new_keys():
     assert cfg.train.sample_tokens == 0 and cfg.train.attention_prompt == "To be, or not to be"
 
 
-def test_attention_interval_draws_the_heatmaps_at_its_multiples_and_the_last_step(tmp_path):
+def test_attention_interval_draws_the_heatmaps_after_its_multiples_and_at_the_last_step(
+    tmp_path,
+):
+    # Evaluations at 3, 6, 9 and 11: the first ones at or after 4 and 8 draw, and the last.
     extra = {
-        "train.max_iters": 7,
-        "train.eval_interval": 2,
+        "train.max_iters": 11,
+        "train.eval_interval": 3,
         "train.attention_interval": 4,
         "train.final_full_eval": "false",
     }
     cfg = load_config(None, tiny_overrides(tmp_path, shakespeare(), **extra))
     acc = read_events(train(cfg).out_dir)
-    assert [e.step for e in acc.Tensors(f"{SAMPLE_TEXT}/text_summary")] == [2, 4, 6, 7]
+    assert [e.step for e in acc.Tensors(f"{SAMPLE_TEXT}/text_summary")] == [3, 6, 9, 11]
     for layer in (0, 1):
-        assert [e.step for e in acc.Images(ATTENTION_IMAGE.format(layer=layer))] == [4, 7]
-    for bad in (3, -2):
-        with pytest.raises(ConfigError, match=r"train.attention_interval must be 0 .*\(2\)"):
-            load_config(None, ["train.eval_interval=2", f"train.attention_interval={bad}"])
+        assert [e.step for e in acc.Images(ATTENTION_IMAGE.format(layer=layer))] == [6, 9, 11]
+    with pytest.raises(ConfigError, match=r"train.attention_interval must be >= 0 .*got -2"):
+        load_config(None, ["train.attention_interval=-2"])

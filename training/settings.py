@@ -144,9 +144,9 @@ class TrainConfig:
     )
     attention_interval: int = setting(
         0,
-        "draw the heatmaps only at evaluations whose step is a multiple of this, and at the "
-        "last step (0: at every evaluation); a multiple of eval_interval. Drawing takes "
-        "seconds of CPU time: on a GPU, more than the training steps between evaluations",
+        "draw the heatmaps only at the first evaluation at or after each multiple of this "
+        "many steps, and at the last step (0: at every evaluation). Drawing takes seconds "
+        "of CPU time: on a GPU, more than the training steps between evaluations",
     )
 
 

@@ -149,8 +149,12 @@ class TensorBoardViews:
 
     def attention_due(self, step: int) -> bool:
         """Whether the evaluation at ``step`` draws the heatmaps: every one with
-        train.attention_interval 0, else those at its multiples, and the last step."""
-        interval, last = self.cfg.train.attention_interval, self.cfg.train.max_iters
-        return bool(self.attention_prompt) and (
-            interval == 0 or step % interval == 0 or step == last
-        )
+        train.attention_interval 0, else the first evaluation at or after each of its
+        multiples (one lies in (step - eval_interval, step]), and the last step."""
+        t = self.cfg.train
+        interval = t.attention_interval
+        if not self.attention_prompt:
+            return False
+        if interval == 0 or step == t.max_iters:
+            return True
+        return step // interval > (step - t.eval_interval) // interval
