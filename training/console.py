@@ -51,7 +51,7 @@ class Console:
         self.total = 0
         self._quiet = False  # stdout was closed: say nothing more
         self._started = self._last_line = 0.0
-        self._last_step = 0
+        self._first_step = 0
 
     def say(self, message: str) -> None:
         """Print a line (above the bar, if there is one). If stdout is closed
@@ -72,9 +72,10 @@ class Console:
         enter the bar's estimate of the time left."""
         self.total = total
         self._started = self._last_line = time.perf_counter()
-        self._last_step = step
+        self._first_step = step
         if self.enabled and self.interactive:
-            self.bar = tqdm(total=total, initial=step, unit="step", dynamic_ncols=True)
+            # smoothing=0: the rate over the whole run, evaluations included, as below.
+            self.bar = tqdm(total=total, initial=step, unit="step", dynamic_ncols=True, smoothing=0)
 
     def step(self, step: int, fields: dict[str, str] | None = None) -> None:
         """Record that ``step`` steps are done; ``fields`` (loss, lr, tok/s as text)
@@ -90,14 +91,16 @@ class Console:
         first = self._last_line == self._started  # show the pace early, then now and then
         if fields is None or (not first and now - self._last_line < self.plain_every):
             return
-        rate = (step - self._last_step) / max(now - self._last_line, 1e-9)  # steps/s
+        # Steps per second since the start, the evaluations' time included: they recur
+        # as steps do, and a rate over the last interval alone would jump after each.
+        rate = (step - self._first_step) / max(now - self._started, 1e-9)
         eta = _duration((self.total - step) / rate) if rate > 0 else "?"
         shown = " | ".join(f"{key} {value}" for key, value in fields.items())
         self.say(
             f"step {step}/{self.total} ({100 * step / self.total:.0f}%) | {shown} | "
             f"{_duration(now - self._started)} elapsed, {eta} left"
         )
-        self._last_line, self._last_step = now, step
+        self._last_line = now
 
     def evaluation(self, ev: dict, improved: bool) -> None:
         """The line of one evaluation (``ev`` as `training.evaluate.Evaluator.evaluate`

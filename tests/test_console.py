@@ -1,0 +1,41 @@
+"""The progress line a run prints when its output goes to a file."""
+
+import re
+
+import training.console
+from training.console import Console
+
+
+def seconds_of(text: str) -> int:
+    """'1m05s' -> 65, '7s' -> 7, '1h02m05s' -> 3725."""
+    parts = dict((unit, int(n)) for n, unit in re.findall(r"(\d+)([hms])", text))
+    return 3600 * parts.get("h", 0) + 60 * parts.get("m", 0) + parts.get("s", 0)
+
+
+def test_time_left_holds_steady_across_evaluations(monkeypatch, capsys):
+    """10 steps/s with a 5 s evaluation every 300 steps, a line every 10 s: each line's
+    time left is within a tenth of the run's length of the time that really remains
+    (the evaluations still to come included); a rate over the last line's interval
+    alone made it jump after each evaluation (25 s too long just after the first, in
+    this 120 s run)."""
+    clock = [1000.0]
+    monkeypatch.setattr(training.console.time, "perf_counter", lambda: clock[0])
+    total, step_s, eval_s, eval_every = 1000, 0.1, 5.0, 300
+    console = Console(enabled=True, interactive=False, plain_every=10.0)
+    console.start(1, total)  # called after the first step
+    printed = []  # (step, seconds left as printed, when)
+    for step in range(2, total + 1):
+        clock[0] += step_s
+        console.step(step, {"loss": "1.0"})
+        out = capsys.readouterr().out
+        if out:
+            left = re.search(r"elapsed, (\S+) left", out).group(1)
+            printed.append((step, seconds_of(left), clock[0]))
+        if step % eval_every == 0:
+            clock[0] += eval_s
+    end = clock[0]  # after the last evaluation, at step 1000: the run's work is done
+    assert len(printed) >= 10
+    for step, left, when in printed:
+        if step > eval_every:  # once the pace includes an evaluation
+            remaining = end - when
+            assert abs(left - remaining) <= 0.1 * (end - 1000.0), (step, left, remaining)
