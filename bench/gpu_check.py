@@ -95,6 +95,11 @@ TINY = [
     "train.sample_tokens=8",
     "train.attention_prompt=''",
 ]
+QUICK_NOTE = (
+    "--quick checks that every step runs, with models of 2 layers 32 wide for a few "
+    "steps: their losses say nothing about the recipes, and the targets are not "
+    "expected to be reached. A step passes when its command does what the step needs."
+)
 # --quick runs these tests only (the attention paths and KV-cache parity): the switch and
 # the report are what it checks; steps 2 to 4 train.
 QUICK_TESTS = [
@@ -536,6 +541,8 @@ def table(check: Check, environment: list[str], results: list[StepResult]) -> st
         seconds = "" if r.seconds is None else f"{r.seconds:.0f}"
         out.append(f"| {r.title} | {r.status} | {r.figures.replace('|', '/')} | {seconds} |")
     out += ["", TIMES, ""]
+    if check.quick:
+        out += [QUICK_NOTE, ""]
     for r in results:
         if r.tail:
             out += [f"## {r.title}: {r.status}, end of its output", "", "```", r.tail, "```", ""]

@@ -56,6 +56,10 @@ def test_quick_cpu_check_runs_every_step_and_writes_the_table(tmp_path, shakespe
     assert "chars/s with the KV cache" in rows["6"][2]
     report = tmp_path / "report"
     assert "interrupted at step" in (report / "gpu_check.log").read_text(encoding="utf-8")
+    # Tiny runs' losses are not the recipes': the report says so.
+    assert "their losses say nothing about the recipes" in (report / "gpu_check.md").read_text(
+        encoding="utf-8"
+    )
     for name in ("events_recipe", "events_modern"):
         assert (report / name / "events.out.tfevents.gpu_check").stat().st_size > 1000
 
