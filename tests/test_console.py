@@ -3,6 +3,8 @@
 import re
 
 import training.console
+from conftest import shakespeare, tiny_overrides
+from training import load_config, train
 from training.console import Console
 
 
@@ -39,3 +41,20 @@ def test_time_left_holds_steady_across_evaluations(monkeypatch, capsys):
         if step > eval_every:  # once the pace includes an evaluation
             remaining = end - when
             assert abs(left - remaining) <= 0.1 * (end - 1000.0), (step, left, remaining)
+
+
+def test_the_pace_counts_from_the_steps_done_when_it_starts(tmp_path, monkeypatch):
+    """The console starts after the run's first step (compiling stays out of the pace),
+    told how many steps are done by then: 1 for a new run, 5 for one resumed at 4. Told
+    one too few, every rate counted a step that its time did not include."""
+    started = []
+    real_start = Console.start
+    monkeypatch.setattr(
+        Console,
+        "start",
+        lambda self, step, total: started.append(step) or real_start(self, step, total),
+    )
+    train(load_config(None, tiny_overrides(tmp_path, shakespeare(), **{"train.max_iters": 4})))
+    more = {"train.max_iters": 6, "train.resume": "true"}
+    train(load_config(None, tiny_overrides(tmp_path, shakespeare(), **more)))
+    assert started == [1, 5]

@@ -279,7 +279,7 @@ class Trainer:
                     loss, grad_norm, lr = self.train_step(step)
                     result.iter_num = step + 1
                     if step == start:  # compiling and warm-up stay out of the bar's estimate
-                        self.console.start(step, tc.max_iters)
+                        self.console.start(result.iter_num, tc.max_iters)
                     fields = None
                     if result.iter_num % tc.log_interval == 0:
                         self.nonfinite.check(dist, self.out_dir / CKPT_NAME)
