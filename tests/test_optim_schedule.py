@@ -139,6 +139,22 @@ def test_extending_a_finished_run_keeps_its_schedule(tmp_path, shakespeare_path,
     assert lr[6] == pytest.approx(scheduled_learning_rate(5, six))  # logged steps are 1-based
     assert [lr[s] for s in range(7, 11)] == pytest.approx([1e-4] * 4)
 
+    # A warmup longer than the schedule goes on past it, and the note says so.
+    long_warmup = tiny_overrides(tmp_path / "warm", shakespeare_path, **{"train.warmup_iters": 8})
+    train(load_config(None, long_warmup))
+    capsys.readouterr()
+    train(load_config(None, long_warmup + ["train.resume=true", "train.max_iters=10"]))
+    assert (
+        "steps past 6 continue the warmup to step 8 (train.warmup_iters), then run at "
+        "train.min_lr=1.0e-04" in capsys.readouterr().out
+    )
+    lr = logged_lr(tmp_path / "warm" / "run")
+    eight = TrainConfig(learning_rate=1e-3, min_lr=1e-4, warmup_iters=8, lr_decay_iters=6)
+    assert [lr[s] for s in range(7, 11)] == pytest.approx(
+        [scheduled_learning_rate(s - 1, eight) for s in range(7, 11)]
+    )
+    assert lr[8] > lr[7] > 1e-4 and lr[9] == lr[10] == pytest.approx(1e-4)
+
     stretched = tmp_path / "stretched"
     second = tiny_overrides(stretched, shakespeare_path, **{"train.warmup_iters": 1})
     train(load_config(None, second))

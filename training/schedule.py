@@ -101,8 +101,15 @@ def resolve_schedule_length(cfg, saved_length: int | None, start: int) -> tuple[
     lr_next = scheduled_learning_rate(start, resolved)
     where = f"resuming at step {start} of {cfg.max_iters}: the {cfg.lr_schedule} learning-rate "
     if given is None or given == saved_length:
+        # Warmup comes first: with warmup_iters past the schedule's end, it goes on.
+        past = (
+            f"run at train.min_lr={cfg.min_lr:.1e}"
+            if cfg.warmup_iters <= length
+            else f"continue the warmup to step {cfg.warmup_iters} (train.warmup_iters), "
+            f"then run at train.min_lr={cfg.min_lr:.1e}"
+        )
         tail = (
-            f"; steps past {length} run at train.min_lr={cfg.min_lr:.1e}"
+            f"; steps past {length} {past}"
             f" (give train.lr_decay_iters={cfg.max_iters} to stretch it)"
             if cfg.max_iters > length
             else ""
