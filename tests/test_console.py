@@ -1,11 +1,14 @@
 """The progress line a run prints when its output goes to a file."""
 
 import re
+import time
 
 import training.console
-from conftest import shakespeare, tiny_overrides
+from conftest import read_scalars, shakespeare, tiny_overrides
 from training import load_config, train
 from training.console import Console
+from training.loop import Trainer
+from training.run_writer import TRAIN_TOKENS_PER_SEC
 
 
 def seconds_of(text: str) -> int:
@@ -58,3 +61,21 @@ def test_the_pace_counts_from_the_steps_done_when_it_starts(tmp_path, monkeypatc
     more = {"train.max_iters": 6, "train.resume": "true"}
     train(load_config(None, tiny_overrides(tmp_path, shakespeare(), **more)))
     assert started == [1, 5]
+
+
+def test_the_first_logged_throughput_leaves_the_first_step_out(tmp_path, monkeypatch):
+    """The first step compiles and warms up: a second spent in it must not show in the
+    tokens/s logged at step 2 (256 tokens a step; about 500 tokens/s if it did)."""
+    real_step = Trainer.train_step
+
+    def slow_first_step(self, step):
+        if step == 0:
+            time.sleep(1.0)
+        return real_step(self, step)
+
+    monkeypatch.setattr(Trainer, "train_step", slow_first_step)
+    overrides = {"train.max_iters": 4, "train.log_interval": 2}
+    result = train(load_config(None, tiny_overrides(tmp_path, shakespeare(), **overrides)))
+    rates = dict(read_scalars(result.out_dir)[TRAIN_TOKENS_PER_SEC])
+    assert sorted(rates) == [2, 4]
+    assert rates[2] > 2000, rates

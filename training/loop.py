@@ -280,6 +280,8 @@ class Trainer:
                     result.iter_num = step + 1
                     if step == start:  # compiling and warm-up stay out of the bar's estimate
                         self.console.start(result.iter_num, tc.max_iters)
+                        if result.iter_num % tc.log_interval:  # and out of the first tok/s
+                            throughput.restart(result.iter_num)
                     fields = None
                     if result.iter_num % tc.log_interval == 0:
                         self.nonfinite.check(dist, self.out_dir / CKPT_NAME)
