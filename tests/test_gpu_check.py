@@ -133,3 +133,17 @@ def test_test_counts_are_read_from_a_stopped_run_in_either_format():
     assert pytest_counts(workers) == {"passed so far": 2, "skipped so far": 1}
     finished = workers + "========= 2 passed, 1 skipped in 3.10s =========\n"
     assert pytest_counts(finished) == {"passed": 2, "skipped": 1}
+
+
+def test_a_longer_modern_run_gets_a_longer_limit(shakespeare_path):
+    """--modern-seconds 300 (the 1.44-in-5-minutes target) must not be cut at the
+    default run's limit."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gpu_check import STEPS, most_seconds, parse_args
+
+    default = STEPS["modern"][1]
+    base = ["--device", "cpu", "--corpus", str(shakespeare_path)]
+    assert most_seconds("modern", parse_args(base)) == default
+    longer = parse_args(base + ["--modern-seconds", "300"])
+    assert most_seconds("modern", longer) == 300 + default - 75
+    assert most_seconds("recipe", longer) == STEPS["recipe"][1]
