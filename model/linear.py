@@ -66,10 +66,13 @@ def few_row_linear(
     grouped = weight.view(groups, N // groups, C)
     if x.numel() == C:
         # (g, N/g, C) @ (g, C, 1) -> (g, N/g, 1), read as (..., N). The column is the
-        # row transposed, strides (1, C): bmm's fast path needs that layout (a (C, 1)
-        # reshape, strides (1, 1), made each product 9x slower).
-        column = x.reshape(1, C).t()
-        out = torch.bmm(grouped, column.expand(groups, C, 1)).view(*x.shape[:-1], N)
+        # row, repeated for each group (stride 0) and read with strides (1, C) as the
+        # row transposed would be: bmm's fast path needs that layout (a (C, 1) view,
+        # strides (1, 1), made each product 9x slower). One as_strided view instead
+        # of a transpose and an expand: a batch-1 decode step is mostly such small ops.
+        row = x.reshape(C)
+        column = row.as_strided((groups, C, 1), (0, row.stride(0), C))
+        out = torch.bmm(grouped, column).view(*x.shape[:-1], N)
     else:
         # (g, R, C) @ (g, C, N/g) -> (g, R, N/g) -> (R, N)
         rows = x.reshape(-1, C)

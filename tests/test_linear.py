@@ -28,6 +28,18 @@ def test_few_row_linear_equals_f_linear(leading, groups, bias):
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-6)
 
 
+@pytest.mark.parametrize("groups", [2, 4, 8])
+def test_a_row_that_is_a_strided_view_is_read_at_its_strides(groups):
+    torch.manual_seed(0)
+    weight, b = torch.randn(48, 40), torch.randn(48)
+    table = torch.randn(40, 3)
+    for x in (table[:, 1], table.t()[2:3, :], table.t()[0, ::1]):  # strides 3, (1, 3), 3
+        assert not x.is_contiguous()
+        torch.testing.assert_close(
+            few_row_linear(x, weight, b, groups), F.linear(x, weight, b), atol=1e-5, rtol=1e-6
+        )
+
+
 def test_few_row_linear_refuses_rows_that_do_not_split():
     with pytest.raises(ValueError, match="65 output rows do not split into 8 groups"):
         few_row_linear(torch.randn(1, 8), torch.randn(65, 8), None, 8)
