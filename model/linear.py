@@ -16,11 +16,12 @@ products in another order, so results agree with ``F.linear`` to about 1e-6 rela
   groups as one batched product (``torch.bmm``): each core streams its own share of
   the rows. A decode step runs about 1.8x faster.
 - Several rows (batch 2 .. FEW_ROWS): oneDNN's linear on a copy of the weight packed
-  once into the layout its kernels read fastest (the route that ``torch.compile``'s
-  CPU backend takes for frozen weights). 24 products of 8 rows, the weights of a step
-  of the 6-layer model, took 1.9-2.0 ms, against 3.4 ms grouped and 4.6 ms with
-  ``F.linear`` (AMD EPYC, 2 cores). Each layer packs its weight at its first
-  several-row product and keeps the copy until the weight changes (the tensor's
+  once into the layout its kernels read fastest. (The two operators are those
+  ``torch.compile``'s CPU backend uses for packed weights; they are not a documented
+  API, so the grouped route stands in wherever they fail.) 24 products of 8 rows, the
+  weights of a step of the 6-layer model, took 1.9-2.0 ms, against 3.4 ms grouped and
+  4.6 ms with ``F.linear`` (AMD EPYC, 2 cores). Each layer packs its weight at its
+  first several-row product and keeps the copy until the weight changes (the tensor's
   version counter tells), doubling the weights' memory meanwhile. Without oneDNN, or
   under autocast, several rows take the grouped route.
 
@@ -83,11 +84,15 @@ def few_row_linear(
 
 
 def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor | None:
-    """A copy of the (N, C) weight in oneDNN's packed layout, for `packed_linear`; None
-    where this PyTorch has no oneDNN (an opaque tensor: it cannot be saved or copied)."""
+    """A copy of the (N, C) weight in oneDNN's packed layout, for `packed_linear`: an
+    opaque tensor, which cannot be saved or copied. None where this PyTorch has no
+    oneDNN or its packing operator fails."""
     if not torch.backends.mkldnn.is_available():
         return None
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+    try:
+        return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return None
 
 
 def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

@@ -141,8 +141,16 @@ def test_a_layer_with_a_packed_weight_can_be_copied_and_pickled():
     assert layer._packed is not None  # copying did not drop the original's
 
 
-def test_without_onednn_several_rows_take_the_grouped_route(monkeypatch):
-    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+def refuse_to_pack(weight, batch_size=None):
+    raise RuntimeError("no packing here")
+
+
+@pytest.mark.parametrize("missing", ["oneDNN", "the packing operator"])
+def test_without_onednn_several_rows_take_the_grouped_route(monkeypatch, missing):
+    if missing == "oneDNN":
+        monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    else:
+        monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", refuse_to_pack)
     assert pack_for_onednn(torch.randn(48, 40)) is None
     layer = Linear(40, 48)
     calls = spy_on_few_row_routes(monkeypatch)
