@@ -135,7 +135,7 @@ class Check:
     runs_dir: Path
     report_dir: Path
     log: TextIO  # the open gpu_check.log
-    recipe_val: dict = field(default_factory=dict)  # step -> val loss of step 3's run
+    recipe_val: dict = field(default_factory=dict)  # training step -> val loss, check step 3
 
     @property
     def device(self) -> str:
@@ -419,7 +419,8 @@ def step_modern(check: Check, limit_s: float) -> StepResult:
     if common:  # the same step of the same schedule: what the modern block buys per step
         at = common[-1]
         here = figures.val_losses[figures.val_steps.tolist().index(at)]
-        text += f"; at step {at}: val {here:.4f}, step 3's recipe {check.recipe_val[at]:.4f}"
+        reference = check.recipe_val[at]  # the reference recipe's run, check step 3
+        text += f"; at training step {at}: val {here:.4f}, reference recipe {reference:.4f}"
     stopped = finished.stopped_at_marker and "checkpoint saved" in finished.stdout
     if not (stopped or finished.returncode == 0):
         return failed(title, finished, text)

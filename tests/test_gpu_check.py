@@ -51,7 +51,7 @@ def test_quick_cpu_check_runs_every_step_and_writes_the_table(tmp_path, shakespe
     assert "val <= 4.05 at step " in recipe and recipe.endswith("10/10 steps")
     assert "best val 3." in recipe
     modern = rows["4"][2]
-    assert "SIGTERM 4 s after the start" in rows["4"][0] and ", step 3's recipe " in modern
+    assert "SIGTERM 4 s after the start" in rows["4"][0] and ", reference recipe " in modern
     assert "MFU" in rows["5"][2] and "float32" in rows["5"][2]
     assert "chars/s with the KV cache" in rows["6"][2]
     report = tmp_path / "report"
