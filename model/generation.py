@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from model.kv_cache import KVCache
+from model.linear import PackedWeights
 from model.sampling import next_token, validate_sampling_args
 
 # Past block_size the KV-cached decoder keeps this share of the window.
@@ -166,6 +167,9 @@ def _decode_cached(
     block_size = model.config.block_size
     keep = sliding_window_keep(block_size)
     cache = KVCache.for_model(model, idx.size(0))
+    # On CPU, a batch's one-token steps multiply weights packed for them, made once here
+    # and lent to the model only during its passes below (model/linear.py).
+    packed = PackedWeights(model, idx.size(0))
     # window[:, :cache.length] are the tokens whose keys and values the cache holds,
     # kept so that a slide can prefill the last `keep` of them again.
     window = idx.new_empty(idx.size(0), block_size)
@@ -177,11 +181,11 @@ def _decode_cached(
         yield token
         if step == max_new_tokens - 1:
             return  # no forward pass for a token nobody will sample after
-        if cache.rolling:
-            logits, _ = model(token, cache=cache)
-        elif cache.length < block_size:
-            window[:, cache.length] = token[:, 0]
-            logits, _ = model(token, cache=cache)
+        if cache.fits(1):  # room for one more position, or a rolling cache (RoPE)
+            if not cache.rolling:
+                window[:, cache.length] = token[:, 0]
+            with packed.active():
+                logits, _ = model(token, cache=cache)
         else:
             # Full: keep the last `keep` tokens (the new one included) and prefill.
             window[:, : keep - 1] = window[:, block_size - keep + 1 :].clone()

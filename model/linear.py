@@ -16,17 +16,20 @@ products in another order, so results agree with ``F.linear`` to about 1e-6 rela
   groups as one batched product (``torch.bmm``): each core streams its own share of
   the rows. A decode step runs about 1.8x faster.
 - Several rows (batch 2 .. FEW_ROWS): oneDNN's linear on a copy of the weight packed
-  once into the layout its kernels read fastest. (The two operators are those
-  ``torch.compile``'s CPU backend uses for packed weights; they are not a documented
-  API, so the grouped route stands in wherever they fail.) 24 products of 8 rows, the
-  weights of a step of the 6-layer model, took 1.9-2.0 ms, against 3.4 ms grouped and
-  4.6 ms with ``F.linear`` (AMD EPYC, 2 cores). Each layer packs its weight at its
-  first several-row product and keeps the copy until the weight changes (the tensor's
-  version counter tells), doubling the weights' memory meanwhile. Without oneDNN, or
-  under autocast, several rows take the grouped route.
+  into the layout its kernels read fastest. 24 products of 8 rows, the weights of a
+  step of the 6-layer model, took 1.9-2.0 ms, against 3.4 ms grouped and 4.6 ms with
+  ``F.linear`` (AMD EPYC, 2 cores). A generation packs the weights when it starts
+  and lends them to the layers only during its own forward passes (`PackedWeights`):
+  the lifetime of its KV cache, which already assumes that the weights do not change
+  meanwhile. The copies double the weights' memory while the generation lasts. (The
+  two oneDNN operators are not a documented API: where they fail, under autocast and
+  while ``torch.compile`` traces the model, several rows take the grouped route.)
 
 Training and prefill products have many rows and keep ``F.linear``.
 """
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -116,9 +119,8 @@ class Linear(nn.Linear):
         # None where out_features splits evenly into none of GROUPS (a 65-character
         # LM head): such a layer always uses F.linear.
         self.groups = next((g for g in GROUPS if out_features % g == 0), None)
-        # (the weight's address and version, its pack_for_onednn copy): made at the
-        # first several-row product, remade when the weight changes.
-        self._packed: tuple[tuple[int, int], torch.Tensor | None] | None = None
+        # The weight packed for oneDNN, lent by `PackedWeights` during a decode pass.
+        self.packed: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Map (..., in_features) to (..., out_features)."""
@@ -127,36 +129,63 @@ class Linear(nn.Linear):
             not torch.is_grad_enabled()
             and self.groups is not None
             and x.device.type == "cpu"
+            and x.size(-1) == self.in_features  # else F.linear names the mismatch
             and x.numel() <= FEW_ROWS * self.in_features
             and self.weight.is_contiguous()
         ):
-            packed = None if x.numel() == self.in_features else self.packed_weight(x)
-            if packed is not None:
-                return packed_linear(x, packed, self.bias)
+            if (
+                self.packed is not None
+                and x.numel() > self.in_features
+                and x.dtype == torch.float32
+                and not torch.is_autocast_enabled("cpu")
+                and not torch.compiler.is_compiling()
+            ):
+                return packed_linear(x, self.packed, self.bias)
             return few_row_linear(x, self.weight, self.bias, self.groups)
         return F.linear(x, self.weight, self.bias)
 
-    def packed_weight(self, x: torch.Tensor) -> torch.Tensor | None:
-        """The weight as `pack_for_onednn` packs it, kept while the weight is unchanged;
-        None where the packed route does not apply to x: not float32 (or under
-        autocast), no oneDNN, or a weight made in inference mode (it has no version
-        counter to tell a change by)."""
-        weight = self.weight
-        if (
-            x.dtype != torch.float32
-            or weight.dtype != torch.float32
-            or torch.is_autocast_enabled("cpu")
-            or weight.is_inference()
-        ):
-            return None
-        key = (weight.data_ptr(), weight._version)
-        if self._packed is None or self._packed[0] != key:
-            self._packed = (key, pack_for_onednn(weight))
-        return self._packed[1]
-
     def __getstate__(self) -> dict:
         """The module's state for copy.deepcopy and pickle, without the packed weight
-        (an opaque oneDNN tensor cannot be copied; it is packed again when needed)."""
+        (an opaque oneDNN tensor cannot be copied)."""
         state = super().__getstate__()
-        state["_packed"] = None
+        state["packed"] = None
         return state
+
+
+class PackedWeights:
+    """The weights of a model's float32 CPU `Linear` layers, packed for oneDNN once for
+    one generation, and lent to the layers during each of its forward passes.
+
+    Packing happens only where the packed route can serve: batch_size 2 .. FEW_ROWS
+    (a decode step has one row per sequence); otherwise nothing is packed and the
+    layers keep the grouped route. Outside `active`, no layer holds a packed weight,
+    so no copy can be used after its weight has changed, however it changed. Inside,
+    the weights must not change, as for the generation's KV cache.
+
+    Args:
+        model: a module holding `Linear` layers (a `model.GPT`).
+        batch_size: B, the sequences decoded together.
+    """
+
+    def __init__(self, model: nn.Module, batch_size: int):
+        self.layers: list[Linear] = []
+        if 2 <= batch_size <= FEW_ROWS:
+            self.layers = [
+                m
+                for m in model.modules()
+                if isinstance(m, Linear)
+                and m.weight.device.type == "cpu"
+                and m.weight.dtype == torch.float32
+            ]
+        self.packed = [pack_for_onednn(layer.weight) for layer in self.layers]
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Within this block, the layers multiply several rows with the packed weights."""
+        for layer, packed in zip(self.layers, self.packed, strict=True):
+            layer.packed = packed
+        try:
+            yield
+        finally:
+            for layer in self.layers:
+                layer.packed = None

@@ -2,6 +2,7 @@
 what F.linear computes, and only few-row CPU products without autograd take them."""
 
 import copy
+import dataclasses
 import pickle
 
 import pytest
@@ -10,7 +11,7 @@ import torch.nn.functional as F
 
 from model import GPT, GPTConfig
 from model import linear as linear_module
-from model.linear import FEW_ROWS, Linear, few_row_linear, pack_for_onednn
+from model.linear import FEW_ROWS, Linear, PackedWeights, few_row_linear, pack_for_onednn
 
 
 @pytest.mark.parametrize("leading", [(1, 1), (1,), (3, 1), (2, 4), (FEW_ROWS,)])
@@ -79,8 +80,8 @@ def test_only_few_row_products_without_autograd_take_a_route(monkeypatch):
         for x in (one, few):
             torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
         assert torch.equal(layer(many), F.linear(many, layer.weight, layer.bias))
-    several = "packed" if torch.backends.mkldnn.is_available() else "grouped"
-    assert calls == [("grouped", 1), (several, 2)]
+    # Outside a generation's PackedWeights, several rows take the grouped route too.
+    assert calls == [("grouped", 1), ("grouped", 2)]
     out = layer(few)  # autograd on: F.linear, and gradients flow
     assert len(calls) == 2 and out.requires_grad
     out.sum().backward()
@@ -91,54 +92,107 @@ def test_only_few_row_products_without_autograd_take_a_route(monkeypatch):
     assert len(calls) == 2 and head.groups is None
 
 
+def unit_scale(layer: Linear) -> Linear:
+    """N(0, 1) weights and bias: sums of many products, far above the tolerances."""
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.normal_()
+    return layer
+
+
 @needs_onednn
 @pytest.mark.parametrize("rows", [2, 3, 8, FEW_ROWS])
 @pytest.mark.parametrize("bias", [True, False])
-def test_several_rows_take_the_packed_route_and_equal_f_linear(monkeypatch, rows, bias):
+def test_while_packed_weights_are_lent_several_rows_take_them(monkeypatch, rows, bias):
     torch.manual_seed(0)
-    layer = Linear(40, 48, bias=bias)
-    with torch.no_grad():  # unit-scale weights: sums far above the tolerance
-        for p in layer.parameters():
-            p.normal_()
+    layer = unit_scale(Linear(40, 48, bias=bias))
+    packed = PackedWeights(layer, batch_size=rows)
     calls = spy_on_few_row_routes(monkeypatch)
     x = torch.randn(rows, 1, 40)
     with torch.no_grad():
-        out, expected = layer(x), F.linear(x, layer.weight, layer.bias)
-    assert calls == [("packed", rows)]
+        with packed.active():
+            out, expected = layer(x), F.linear(x, layer.weight, layer.bias)
+            assert layer(x[:1]).shape == (1, 1, 48)  # one row: still grouped
+        assert layer.packed is None
+        layer(x)
+    assert calls == [("packed", rows), ("grouped", 1), ("grouped", rows)]
     assert out.shape == expected.shape == (rows, 1, 48)
     assert expected.abs().max() > 10
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-6)
 
 
+@pytest.mark.parametrize("batch_size", [1, FEW_ROWS + 1])
+def test_nothing_is_packed_for_a_batch_the_route_cannot_serve(batch_size):
+    packed = PackedWeights(Linear(40, 48), batch_size)
+    assert packed.layers == [] and packed.packed == []
+
+
 @needs_onednn
-def test_the_packed_weight_follows_every_change_of_the_weight():
+def test_packed_weights_are_dropped_after_each_pass_even_when_it_fails():
+    layer = Linear(40, 48)
+    packed = PackedWeights(layer, batch_size=4)
+    with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(4x39 and 40x48\)"):
+        with torch.no_grad(), packed.active():
+            assert layer.packed is not None
+            layer(torch.randn(4, 39))  # F.linear's own error names the shapes
+    assert layer.packed is None
+
+
+def decode_calls(monkeypatch, model, prompt, new_tokens):
+    """The few-row routes taken while ``model`` generates, and the tokens."""
+    calls = spy_on_few_row_routes(monkeypatch)
+    gen = torch.Generator().manual_seed(0)
+    tokens = model.generate(prompt, new_tokens, generator=gen)
+    return calls, tokens
+
+
+@needs_onednn
+@pytest.mark.parametrize("position", ["learned", "rope"])
+def test_a_batch_decodes_with_packed_weights_and_keeps_none_after(monkeypatch, position):
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=65, block_size=16, n_layer=2, n_head=2, n_embd=32)
+    model = GPT(dataclasses.replace(config, position=position)).eval()
+    prompt = torch.randint(0, 65, (4, 3))
+    calls, tokens = decode_calls(monkeypatch, model, prompt, 20)
+    # The prompt's prefill (12 rows), then 19 passes of 8 products each (4 in each of 2
+    # layers). For learned positions, 2 of these are slides past block_size, prefills
+    # of 12 tokens per sequence (48 rows: F.linear).
+    decode_steps = 19 if position == "rope" else 19 - 2
+    assert calls[:8] == [("grouped", 12)] * 8
+    assert calls[8:] == [("packed", 4)] * 8 * decode_steps
+    assert all(layer.packed is None for layer in model.modules() if isinstance(layer, Linear))
+    # Weights changed in a way no version counter sees (as a fused CPU optimizer step
+    # does): the next generation must multiply the new values.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.data.mul_(1.5)
+    _, again = decode_calls(monkeypatch, model, prompt, 20)
+    fresh = GPT(model.config).eval()
+    fresh.load_state_dict(model.state_dict())
+    _, expected = decode_calls(monkeypatch, fresh, prompt, 20)
+    assert torch.equal(again, expected) and not torch.equal(again, tokens)
+
+
+@needs_onednn
+def test_a_layer_with_lent_weights_can_be_copied_and_pickled():
+    layer = Linear(40, 48)
+    x = torch.randn(4, 40)
+    with torch.no_grad(), PackedWeights(layer, batch_size=4).active():
+        assert layer.packed is not None and layer.packed.is_mkldnn
+        for twin in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+            assert twin.packed is None
+            torch.testing.assert_close(twin(x), F.linear(x, layer.weight, layer.bias))
+        assert layer.packed is not None  # copying did not drop the original's
+
+
+@needs_onednn
+def test_torch_compile_traces_the_grouped_route_while_weights_are_lent():
     torch.manual_seed(0)
     layer = Linear(40, 48)
+    compiled = torch.compile(layer)
     x = torch.randn(4, 40)
-    with torch.no_grad():
-        layer(x)  # packs the weight
-        layer.weight.mul_(-2.0)  # an in-place update, as an optimizer step makes
-        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
-        layer.load_state_dict(Linear(40, 48).state_dict())
-        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
-    optimizer = torch.optim.AdamW(layer.parameters(), lr=0.1)
-    layer(x).square().sum().backward()
-    optimizer.step()
-    with torch.no_grad():
-        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
-
-
-@needs_onednn
-def test_a_layer_with_a_packed_weight_can_be_copied_and_pickled():
-    layer = Linear(40, 48)
-    x = torch.randn(4, 40)
-    with torch.no_grad():
-        layer(x)
-    assert layer._packed is not None and layer._packed[1].is_mkldnn
-    for twin in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
-        with torch.no_grad():
-            torch.testing.assert_close(twin(x), F.linear(x, layer.weight, layer.bias))
-    assert layer._packed is not None  # copying did not drop the original's
+    with torch.no_grad(), PackedWeights(layer, batch_size=4).active():
+        torch.testing.assert_close(compiled(x), F.linear(x, layer.weight, layer.bias))
 
 
 def refuse_to_pack(weight, batch_size=None):
@@ -155,7 +209,7 @@ def test_without_onednn_several_rows_take_the_grouped_route(monkeypatch, missing
     layer = Linear(40, 48)
     calls = spy_on_few_row_routes(monkeypatch)
     x = torch.randn(3, 40)
-    with torch.no_grad():
+    with torch.no_grad(), PackedWeights(layer, batch_size=3).active():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
     assert calls == [("grouped", 3)]
 
@@ -177,7 +231,8 @@ def test_the_route_keeps_f_linear_dtype_under_cpu_autocast(rows):
     torch.manual_seed(0)
     layer = Linear(40, 48)
     x = torch.randn(rows, 40)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    packed = PackedWeights(layer, batch_size=rows)  # lent, but not for autocast
+    with torch.no_grad(), packed.active(), torch.autocast("cpu", dtype=torch.bfloat16):
         out, expected = layer(x), F.linear(x, layer.weight, layer.bias)
     assert out.dtype == expected.dtype == torch.bfloat16
     torch.testing.assert_close(out, expected, atol=0.1, rtol=0.02)
