@@ -167,8 +167,8 @@ def _decode_cached(
     block_size = model.config.block_size
     keep = sliding_window_keep(block_size)
     cache = KVCache.for_model(model, idx.size(0))
-    # On CPU, a batch's one-token steps multiply weights packed for them, made once here
-    # and lent to the model only during its passes below (model/linear.py).
+    # On CPU, a batch's one-token steps multiply weights packed for them, once per
+    # generation, and lent to the model only during its passes below (model/linear.py).
     packed = PackedWeights(model, idx.size(0))
     # window[:, :cache.length] are the tokens whose keys and values the cache holds,
     # kept so that a slide can prefill the last `keep` of them again.

@@ -156,11 +156,11 @@ class PackedWeights:
     """The weights of a model's float32 CPU `Linear` layers, packed for oneDNN once for
     one generation, and lent to the layers during each of its forward passes.
 
-    Packing happens only where the packed route can serve: batch_size 2 .. FEW_ROWS
-    (a decode step has one row per sequence); otherwise nothing is packed and the
-    layers keep the grouped route. Outside `active`, no layer holds a packed weight,
-    so no copy can be used after its weight has changed, however it changed. Inside,
-    the weights must not change, as for the generation's KV cache.
+    Packing happens at the first `active`, and only where the packed route can serve:
+    batch_size 2 .. FEW_ROWS (a decode step has one row per sequence); otherwise
+    nothing is packed and the layers keep the grouped route. Outside `active`, no layer
+    holds a packed weight, so no copy can be used after its weight has changed, however
+    it changed. Inside, the weights must not change, as for the generation's KV cache.
 
     Args:
         model: a module holding `Linear` layers (a `model.GPT`).
@@ -177,11 +177,13 @@ class PackedWeights:
                 and m.weight.device.type == "cpu"
                 and m.weight.dtype == torch.float32
             ]
-        self.packed = [pack_for_onednn(layer.weight) for layer in self.layers]
+        self.packed: list[torch.Tensor | None] | None = None  # packed when first lent
 
     @contextmanager
     def active(self) -> Iterator[None]:
         """Within this block, the layers multiply several rows with the packed weights."""
+        if self.packed is None:
+            self.packed = [pack_for_onednn(layer.weight) for layer in self.layers]
         for layer, packed in zip(self.layers, self.packed, strict=True):
             layer.packed = packed
         try:

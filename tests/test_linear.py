@@ -123,7 +123,10 @@ def test_while_packed_weights_are_lent_several_rows_take_them(monkeypatch, rows,
 
 @pytest.mark.parametrize("batch_size", [1, FEW_ROWS + 1])
 def test_nothing_is_packed_for_a_batch_the_route_cannot_serve(batch_size):
-    packed = PackedWeights(Linear(40, 48), batch_size)
+    layer = Linear(40, 48)
+    packed = PackedWeights(layer, batch_size)
+    with packed.active():
+        assert layer.packed is None
     assert packed.layers == [] and packed.packed == []
 
 
