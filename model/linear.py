@@ -18,12 +18,13 @@ products in another order, so results agree with ``F.linear`` to about 1e-6 rela
 - Several rows (batch 2 .. FEW_ROWS): oneDNN's linear on a copy of the weight packed
   into the layout its kernels read fastest. 24 products of 8 rows, the weights of a
   step of the 6-layer model, took 1.9-2.0 ms, against 3.4 ms grouped and 4.6 ms with
-  ``F.linear`` (AMD EPYC, 2 cores). A generation packs the weights when it starts
-  and lends them to the layers only during its own forward passes (`PackedWeights`):
-  the lifetime of its KV cache, which already assumes that the weights do not change
-  meanwhile. The copies double the weights' memory while the generation lasts. (The
-  two oneDNN operators are not a documented API: where they fail, under autocast and
-  while ``torch.compile`` traces the model, several rows take the grouped route.)
+  ``F.linear`` (AMD EPYC, 2 cores). A generation packs the weights at its first
+  one-token decode pass and lends them to the layers only during those passes
+  (`PackedWeights`), within the lifetime of its KV cache, which already assumes that
+  the weights do not change meanwhile. The copies about double the weights' memory
+  while the generation lasts. (The two oneDNN operators are not a documented API:
+  where the packing one is missing or fails, under autocast and while
+  ``torch.compile`` traces the model, several rows take the grouped route.)
 
 Training and prefill products have many rows and keep ``F.linear``.
 """
@@ -154,7 +155,7 @@ class Linear(nn.Linear):
 
 class PackedWeights:
     """The weights of a model's float32 CPU `Linear` layers, packed for oneDNN once for
-    one generation, and lent to the layers during each of its forward passes.
+    one generation, and lent to the layers during each of its one-token decode passes.
 
     Packing happens at the first `active`, and only where the packed route can serve:
     batch_size 2 .. FEW_ROWS (a decode step has one row per sequence); otherwise
@@ -174,6 +175,8 @@ class PackedWeights:
                 m
                 for m in model.modules()
                 if isinstance(m, Linear)
+                and m.groups is not None  # as Linear.forward: the others use F.linear
+                and m.weight.is_contiguous()
                 and m.weight.device.type == "cpu"
                 and m.weight.dtype == torch.float32
             ]

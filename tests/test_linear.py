@@ -130,6 +130,14 @@ def test_nothing_is_packed_for_a_batch_the_route_cannot_serve(batch_size):
     assert packed.layers == [] and packed.packed == []
 
 
+def test_only_layers_the_route_serves_are_packed():
+    config = GPTConfig(vocab_size=65, block_size=16, n_layer=2, n_head=2, n_embd=32)
+    model = GPT(config)
+    layers = PackedWeights(model, batch_size=4).layers
+    # q/k/v, output, MLP up and down of 2 layers; not the 65-row head (F.linear).
+    assert len(layers) == 8 and model.lm_head not in layers
+
+
 @needs_onednn
 def test_packed_weights_are_dropped_after_each_pass_even_when_it_fails():
     layer = Linear(40, 48)
