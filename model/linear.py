@@ -88,9 +88,16 @@ def few_row_linear(
 
 
 def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor | None:
-    """A copy of the (N, C) weight in oneDNN's packed layout, for `packed_linear`: an
-    opaque tensor, which cannot be saved or copied. None where this PyTorch has no
-    oneDNN or its packing operator fails."""
+    """A copy of the weight in oneDNN's packed layout, for `packed_linear`.
+
+    Args:
+        weight: (N, C) float32 CPU weight of a linear layer.
+
+    Returns:
+        An opaque oneDNN tensor (it cannot be saved or copied), or None where this
+        PyTorch has no oneDNN or its packing operator is missing or fails (no error is
+        raised: the caller then keeps the grouped route).
+    """
     if not torch.backends.mkldnn.is_available():
         return None
     try:
@@ -100,8 +107,21 @@ def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor | None:
 
 
 def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` on float32 CPU tensors, with the weight as
-    `pack_for_onednn` packed it: (..., C) -> (..., N)."""
+    """``F.linear(x, weight, bias)`` with the weight as `pack_for_onednn` packed it:
+    oneDNN's inner product (its fully-connected primitive), same sums in another order.
+
+    Args:
+        x: (..., C) float32 CPU activations.
+        packed: the packed (N, C) weight.
+        bias: (N,) float32, or None.
+
+    Returns:
+        (..., N) float32.
+
+    Raises:
+        RuntimeError: from oneDNN, if C does not match the weight (`Linear.forward`
+            checks the width first, so that F.linear's clearer error is the one seen).
+    """
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
@@ -184,7 +204,10 @@ class PackedWeights:
 
     @contextmanager
     def active(self) -> Iterator[None]:
-        """Within this block, the layers multiply several rows with the packed weights."""
+        """Within this block, the layers multiply several rows (float32, no autograd,
+        not under autocast or torch.compile tracing) with the packed weights; on exit,
+        even by an error, every layer's `Linear.packed` is None again. The first call
+        packs the weights (about one copy of them)."""
         if self.packed is None:
             self.packed = [pack_for_onednn(layer.weight) for layer in self.layers]
         for layer, packed in zip(self.layers, self.packed, strict=True):
