@@ -124,6 +124,7 @@ class CausalSelfAttention(nn.Module):
         return_weights: bool = False,
         cache: KVCache | None = None,
         layer: int = 0,
+        last_only: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Attend over the sequence.
 
@@ -135,16 +136,21 @@ class CausalSelfAttention(nn.Module):
                 ``cache.length`` cached ones, and their keys and values are stored in it
                 (``cache.length`` itself is advanced by the caller, once per model pass).
             layer: this block's index in the cache.
+            last_only: compute the output of the last position only (the last block
+                of a generation's prefill, whose other outputs nobody reads). Every
+                position's key and value is still made, and stored in the cache.
 
         Returns:
-            (B, T, C) output, or ``(output, weights)`` with weights of shape
-            (B, n_head, T, T) when ``return_weights`` is True.
+            (B, T, C) output ((B, 1, C) with ``last_only``), or ``(output, weights)``
+            with weights of shape (B, n_head, T, T) when ``return_weights`` is True.
 
         Raises:
-            ValueError: if both ``return_weights`` and ``cache`` are given, or the new
-                positions do not fit in the cache.
+            ValueError: if ``return_weights`` is given with ``cache`` or ``last_only``,
+                or the new positions do not fit in the cache.
         """
         B, T, C = x.shape
+        if return_weights and (cache is not None or last_only):
+            raise ValueError("return_weights is not supported with a KV cache or last_only")
         q, k, v = self.project_qkv(x)
         if self.qk_norm:  # unit RMS per head: bounded attention logits
             q = F.rms_norm(q, (q.size(-1),))
@@ -152,32 +158,33 @@ class CausalSelfAttention(nn.Module):
         if self.rotary is not None:  # positions continue after the cached ones
             start = cache.length if cache is not None else 0
             q, k = self.rotary(q, start), self.rotary(k, start)
+        if last_only:
+            q = q[:, :, -1:]  # the newest position, which may see every key
         if cache is not None:
-            if return_weights:
-                raise ValueError("return_weights is not supported with a KV cache")
             out = self._attend_cached(q, k, v, cache, layer)
         elif return_weights:
             out, weights = explicit_attention(q, k, v, self.attn_dropout)
         else:
             p = self.dropout_p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-        out = out.transpose(1, 2).contiguous().view(B, T, C)  # concatenate the heads
+            # One query (the last position) sees every key: no mask.
+            causal = q.size(2) > 1
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
+        out = out.transpose(1, 2).contiguous().view(B, q.size(2), C)  # concatenate the heads
         out = self.resid_dropout(self.out_proj(out))
         return (out, weights) if return_weights else out
 
     def _attend_cached(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: KVCache, layer: int
     ) -> torch.Tensor:
-        """(B, n_head, T, d_k) new queries, keys, values -> (B, n_head, T, d_k) output,
-        attending over the cached positions and the new ones."""
+        """(B, n_head, T, d_k) new keys and values, and the queries of all T new positions
+        or of the last one only ((B, n_head, 1, d_k)) -> output of the same shape as the
+        queries, attending over the cached positions and the new ones."""
         past = cache.length
         keys, values = cache.update(layer, k, v)
         p = self.dropout_p if self.training else 0.0
-        if past == 0:
-            # Prefill into an empty cache: the usual square causal mask.
-            return F.scaled_dot_product_attention(q, keys, values, dropout_p=p, is_causal=True)
         if q.size(2) == 1 and q.size(0) == 1:
-            # One decode step: the newest position may see every key, so no mask at all.
+            # One query, the newest position (a decode step, or the last position of a
+            # prefill): it may see every key, so no mask at all.
             return F.scaled_dot_product_attention(q, keys, values, dropout_p=p)
         if q.size(2) == 1:
             # The same for a batch of sequences, written out: with one query per
@@ -188,6 +195,9 @@ class CausalSelfAttention(nn.Module):
             # than scaling the scores (one per key).
             scores = (q * (1.0 / math.sqrt(q.size(-1)))) @ keys.transpose(-2, -1)
             return self.attn_dropout(torch.softmax(scores, dim=-1)) @ values
+        if past == 0:
+            # Prefill into an empty cache: the usual square causal mask.
+            return F.scaled_dot_product_attention(q, keys, values, dropout_p=p, is_causal=True)
         # Several new positions after cached ones. is_causal=True would align the mask to
         # the top left (query i sees keys 0..i), so build the bottom-right one explicitly:
         # query i is position past + i and sees keys 0 .. past + i.

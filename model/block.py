@@ -70,16 +70,22 @@ class Block(nn.Module):
         return_weights: bool = False,
         cache: KVCache | None = None,
         layer: int = 0,
+        last_only: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Transform (B, T, C) activations; optionally also return the block's
         (B, n_head, T, T) attention weights. With a KV cache, x holds the positions after
-        the cached ones and ``layer`` is this block's index in the cache."""
+        the cached ones and ``layer`` is this block's index in the cache. With
+        ``last_only``, return the last position only, (B, 1, C): its attention still
+        reads (and caches) every position's key and value, but the MLP and the
+        attention output run on one row."""
         if return_weights:
             attended, weights = self.attn(
                 self.ln_1(x), return_weights=True, cache=cache, layer=layer
             )
         else:
-            attended = self.attn(self.ln_1(x), cache=cache, layer=layer)
+            attended = self.attn(self.ln_1(x), cache=cache, layer=layer, last_only=last_only)
+        if last_only:
+            x = x[:, -1:]
         x = x + attended
         x = x + self.mlp(self.ln_2(x))
         return (x, weights) if return_weights else x

@@ -1,6 +1,7 @@
 """Generation: extend a prompt one token at a time (autoregressive decoding).
 
     prompt (B, T) -> prefill: one forward pass over the prompt, filling a KV cache
+                     (logits of its last position only: ``last_only``)
                   -> decode: pick a token from the last logits (`model.sampling`),
                      run the model on that one token, repeat
 
@@ -175,7 +176,7 @@ def _decode_cached(
     window = idx.new_empty(idx.size(0), block_size)
     context = idx[:, -block_size:]
     window[:, : context.size(1)] = context
-    logits, _ = model(context, cache=cache)
+    logits, _ = model(context, cache=cache, last_only=True)
     for step in range(max_new_tokens):
         token = next_token(logits[:, -1, :], temperature, top_k, top_p=top_p, generator=generator)
         yield token
@@ -191,4 +192,4 @@ def _decode_cached(
             window[:, : keep - 1] = window[:, block_size - keep + 1 :].clone()
             window[:, keep - 1] = token[:, 0]
             cache.reset()
-            logits, _ = model(window[:, :keep], cache=cache)
+            logits, _ = model(window[:, :keep], cache=cache, last_only=True)

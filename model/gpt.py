@@ -115,6 +115,7 @@ class GPT(nn.Module):
         targets: torch.Tensor | None = None,
         return_attention: bool = False,
         cache: KVCache | None = None,
+        last_only: bool = False,
     ):
         """Compute next-token logits and, given targets, the loss.
 
@@ -128,17 +129,29 @@ class GPT(nn.Module):
                 cache.length .. cache.length + T - 1, attend over the cached keys and
                 values too, and are appended to the cache (``cache.length`` grows by T;
                 past block_size only in a rolling cache, one token at a time).
+            last_only: return the logits of the last position only, (B, 1,
+                vocab_size), as generation needs after a prefill. The last block then
+                runs its attention output and MLP on that position alone (about 1/8
+                of a 6-layer model's work saved on a long prompt); every position's
+                keys and values are still computed and cached.
 
         Returns:
-            ``(logits, loss)``: logits (B, T, vocab_size); loss is the mean
-            cross-entropy in nats per token (a 0-dim tensor), or None without targets.
-            With ``return_attention``: ``(logits, loss, attention_weights)``.
+            ``(logits, loss)``: logits (B, T, vocab_size) (T = 1 with ``last_only``);
+            loss is the mean cross-entropy in nats per token (a 0-dim tensor), or None
+            without targets. With ``return_attention``: ``(logits, loss,
+            attention_weights)``.
 
         Raises:
-            ValueError: if T (plus the cached positions) exceeds block_size, or both
-                ``return_attention`` and ``cache`` are given.
+            ValueError: if T (plus the cached positions) exceeds block_size, or
+                ``return_attention`` is given with ``cache`` or ``last_only``, or
+                ``targets`` with ``last_only``.
         """
         B, T = idx.shape
+        if last_only and (targets is not None or return_attention):
+            raise ValueError(
+                "last_only gives the last position's logits alone: it cannot be combined "
+                "with targets (the loss needs every position) or return_attention"
+            )
         start = 0
         if cache is not None:
             if return_attention:
@@ -164,7 +177,8 @@ class GPT(nn.Module):
                 x, weights = block(x, return_weights=True)
                 attention_weights.append(weights)
             else:
-                x = block(x, cache=cache, layer=layer)
+                last = last_only and layer == len(self.blocks) - 1
+                x = block(x, cache=cache, layer=layer, last_only=last)
         if cache is not None:
             cache.advance(T)
         logits = self.lm_head(self.ln_f(x))

@@ -74,6 +74,49 @@ def test_chunked_prefill_after_cached_positions_is_causal(model):
     assert (chunk - full[:, 4:11]).abs().max().item() <= 1e-4
 
 
+LAST_ONLY_ARCHITECTURES = [
+    {"position": "learned"},
+    {"position": "rope", "qk_norm": True, "norm": "rmsnorm", "activation": "relu2"},
+]
+
+
+@pytest.mark.parametrize("architecture", LAST_ONLY_ARCHITECTURES)
+def test_last_only_gives_the_last_logits_and_still_caches_every_position(architecture):
+    """A prefill with last_only=True returns the last position's logits of the full
+    forward and leaves the cache as a full prefill does, for a first chunk and for one
+    after cached positions, and without a cache too; its last block's MLP sees one row."""
+    model = sharp_model(VOCAB, BLOCK, device=TEST_DEVICE, **architecture)
+    idx = random_ids((3, BLOCK), seed=4)
+    mlp_rows = []
+    hook = model.blocks[-1].mlp.register_forward_hook(
+        lambda module, args, out: mlp_rows.append(args[0].shape[:2])
+    )
+    with torch.no_grad():
+        full, _ = model(idx)
+        full_cache, last_cache = (KVCache.for_model(model, batch_size=3) for _ in range(2))
+        for chunk in (slice(0, 6), slice(6, 13)):
+            model(idx[:, chunk], cache=full_cache)
+            mlp_rows.clear()
+            last, _ = model(idx[:, chunk], cache=last_cache, last_only=True)
+            assert mlp_rows == [(3, 1)]
+            assert last.shape == (3, 1, VOCAB)
+            torch.testing.assert_close(last[:, 0], full[:, chunk.stop - 1], atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(last_cache.keys, full_cache.keys, atol=1e-6, rtol=0)
+            torch.testing.assert_close(last_cache.values, full_cache.values, atol=1e-6, rtol=0)
+        uncached, _ = model(idx, last_only=True)
+    hook.remove()
+    assert full[:, -1].std().item() > 0.3  # logits vary by 1000s of times the tolerance
+    torch.testing.assert_close(uncached[:, 0], full[:, -1], atol=1e-5, rtol=1e-4)
+
+
+def test_last_only_refuses_targets_and_attention_weights(model):
+    idx = zeros(1, 4)
+    with pytest.raises(ValueError, match="last_only.*targets"):
+        model(idx, targets=idx, last_only=True)
+    with pytest.raises(ValueError, match="last_only.*return_attention"):
+        model(idx, return_attention=True, last_only=True)
+
+
 def test_cache_refuses_overflow_attention_weights_and_autograd(model):
     idx = zeros(1, 10)
     with torch.no_grad():
@@ -249,13 +292,15 @@ def test_rolling_cache_of_a_one_layer_rope_model_equals_rerunning_the_window():
 @pytest.mark.parametrize("position", ["rope", "learned"])
 def test_generation_past_block_size_rolls_or_refills(position, monkeypatch):
     """After the prompt, a RoPE model runs one token per forward pass at any length;
-    a learned-position model also refills 3/4 of its window each time it is full."""
+    a learned-position model also refills 3/4 of its window each time it is full.
+    Prefills ask for the last position's logits only."""
     model = sharp_model(VOCAB, 8, position=position)
     widths = []
     real_forward = model.forward
 
     def counting_forward(idx, *args, **kwargs):
         widths.append(idx.size(1))
+        assert kwargs.get("last_only", False) == (idx.size(1) > 1)
         return real_forward(idx, *args, **kwargs)
 
     monkeypatch.setattr(model, "forward", counting_forward)

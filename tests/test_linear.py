@@ -165,12 +165,18 @@ def test_a_batch_decodes_with_packed_weights_and_keeps_none_after(monkeypatch, p
     model = GPT(dataclasses.replace(config, position=position)).eval()
     prompt = torch.randint(0, 65, (4, 3))
     calls, tokens = decode_calls(monkeypatch, model, prompt, 20)
-    # The prompt's prefill (12 rows), then 19 passes of 8 products each (4 in each of 2
-    # layers). For learned positions, 2 of these are slides past block_size, prefills
-    # of 12 tokens per sequence (48 rows: F.linear).
-    decode_steps = 19 if position == "rope" else 19 - 2
-    assert calls[:8] == [("grouped", 12)] * 8
-    assert calls[8:] == [("packed", 4)] * 8 * decode_steps
+    # The prompt's prefill (12 rows; the last layer's products after its Q/K/V
+    # projection on the last position only: 4 rows), then 19 passes, each a one-token
+    # step of 8 products (4 in each of 2 layers). For learned positions, the 14th and
+    # the 19th are slides past block_size instead: prefills of 12 tokens per sequence
+    # (48 rows: F.linear), whose last 3 products (4 rows) take the grouped route.
+    step = [("packed", 4)] * 8
+    slide = [("grouped", 4)] * 3
+    assert calls[:8] == [("grouped", 12)] * 5 + [("grouped", 4)] * 3
+    if position == "rope":
+        assert calls[8:] == step * 19
+    else:
+        assert calls[8:] == step * 13 + slide + step * 4 + slide
     assert all(layer.packed is None for layer in model.modules() if isinstance(layer, Linear))
     # Weights changed in a way no version counter sees (as a fused CPU optimizer step
     # does): the next generation must multiply the new values.
