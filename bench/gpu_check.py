@@ -96,7 +96,8 @@ TINY = [
     "train.attention_prompt=''",
 ]
 QUICK_NOTE = (
-    "--quick checks that every step runs, with models of 2 layers 32 wide for a few "
+    "--quick checks that every step runs, with tiny models (the recipes at 2 layers 32 "
+    "wide, the sampling benchmark on its smallest shape, 4 layers 128 wide) for a few "
     "steps: their losses say nothing about the recipes, and the targets are not "
     "expected to be reached. A step passes when its command does what the step needs."
 )

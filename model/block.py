@@ -79,8 +79,9 @@ class Block(nn.Module):
         reads (and caches) every position's key and value, but the MLP and the
         attention output run on one row."""
         if return_weights:
+            # The attention refuses return_weights with a cache or last_only.
             attended, weights = self.attn(
-                self.ln_1(x), return_weights=True, cache=cache, layer=layer
+                self.ln_1(x), return_weights=True, cache=cache, layer=layer, last_only=last_only
             )
         else:
             attended = self.attn(self.ln_1(x), cache=cache, layer=layer, last_only=last_only)

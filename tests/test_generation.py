@@ -115,6 +115,9 @@ def test_last_only_refuses_targets_and_attention_weights(model):
         model(idx, targets=idx, last_only=True)
     with pytest.raises(ValueError, match="last_only.*return_attention"):
         model(idx, return_attention=True, last_only=True)
+    x = torch.zeros(1, 4, model.config.n_embd, device=TEST_DEVICE)
+    with pytest.raises(ValueError, match="return_weights.*last_only"):
+        model.blocks[0](x, return_weights=True, last_only=True)
 
 
 def test_cache_refuses_overflow_attention_weights_and_autograd(model):
