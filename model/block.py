@@ -77,7 +77,12 @@ class Block(nn.Module):
         the cached ones and ``layer`` is this block's index in the cache. With
         ``last_only``, return the last position only, (B, 1, C): its attention still
         reads (and caches) every position's key and value, but the MLP and the
-        attention output run on one row."""
+        attention output run on one row.
+
+        Raises:
+            ValueError: from the attention, if ``return_weights`` is given with a cache
+                or ``last_only``, or the new positions do not fit in the cache.
+        """
         if return_weights:
             # The attention refuses return_weights with a cache or last_only.
             attended, weights = self.attn(

@@ -26,7 +26,10 @@ products in another order, so results agree with ``F.linear`` to about 1e-6 rela
   where the packing one is missing or fails, under autocast and while
   ``torch.compile`` traces the model, several rows take the grouped route.)
 
-Training and prefill products have many rows and keep ``F.linear``.
+Training products, and a prefill's up to its last layer's query/key/value projection,
+have many rows and keep ``F.linear``; a prefill's last-position products (``last_only``)
+have one row per sequence and take the grouped route (the packed weights are lent to
+one-token passes only).
 """
 
 from collections.abc import Iterator
