@@ -12,10 +12,41 @@ Norm = Literal["layernorm", "rmsnorm"]
 Activation = Literal["gelu", "relu2"]
 
 
-def setting(default, doc: str):
-    """A config field with its meaning beside it: ``field(default=..., metadata={"doc"})``.
-    The README's configuration table is generated from these (`training.config`)."""
-    return field(default=default, metadata={"doc": doc})
+def setting(
+    default,
+    doc: str,
+    *,
+    bounds: str | None = None,
+    note: str | None = None,
+    check=None,
+    hyperparameter: bool = True,
+    resume_may_change: bool = False,
+):
+    """A config field with its rules beside it, kept in ``field(metadata=...)``; the run
+    config's validator and the README's table read them (`training.config`).
+
+    Args:
+        default: the value when nothing sets it.
+        doc: what the key means (the README's configuration table).
+        bounds: the values allowed, as an interval (``"[0, 1)"``, ``"(0, 1]"``) or one
+            bound (``"> 0"``, ``">= 0"``); null, where the type allows it, is never out.
+        note: said in parentheses after the bounds when a value is out of them,
+            e.g. ``"0 = off"``.
+        check: a rule no bound states: a function of the value that returns the problem
+            (the text after the key name) or None.
+        hyperparameter: False for a setting of where or how to run, not of the
+            experiment; it is left out of TensorBoard's HParams table.
+        resume_may_change: True for a setting a resumed run may change without a note.
+    """
+    rules = {
+        "doc": doc,
+        "bounds": bounds,
+        "note": note,
+        "check": check,
+        "hyperparameter": hyperparameter,
+        "resume_may_change": resume_may_change,
+    }
+    return field(default=default, metadata=rules)
 
 
 @dataclass
@@ -31,20 +62,28 @@ class GPTConfig:
     """
 
     vocab_size: int = setting(
-        0, "distinct characters; set from the corpus, never by hand (0: not known yet)"
+        0,
+        "distinct characters; set from the corpus, never by hand (0: not known yet)",
+        bounds=">= 0",
+        note="0: from the corpus",
+        resume_may_change=True,
     )
-    block_size: int = setting(64, "context length in characters; size of the position table")
-    n_layer: int = setting(4, "transformer blocks")
-    n_head: int = setting(4, "attention heads per block; must divide n_embd")
-    n_embd: int = setting(128, "width of the residual stream (channels per character)")
-    dropout: float = setting(0.0, "dropout probability in [0, 1), during training only")
+    block_size: int = setting(
+        64, "context length in characters; size of the position table", bounds="> 0"
+    )
+    n_layer: int = setting(4, "transformer blocks", bounds="> 0")
+    n_head: int = setting(4, "attention heads per block; must divide n_embd", bounds="> 0")
+    n_embd: int = setting(
+        128, "width of the residual stream (channels per character)", bounds="> 0"
+    )
+    dropout: float = setting(0.0, "dropout probability, during training only", bounds="[0, 1)")
     bias: bool = setting(True, "biases in Linear and LayerNorm layers (GPT-2 has them)")
     position: Position = setting(
         "learned",
         "`learned` absolute position embeddings (GPT-2), or `rope`: rotary embeddings of "
         "queries and keys (Su et al. 2021)",
     )
-    rope_base: float = setting(10000.0, "RoPE frequency base (theta)")
+    rope_base: float = setting(10000.0, "RoPE frequency base (theta)", bounds="> 1")
     norm: Norm = setting("layernorm", "`layernorm` (GPT-2) or `rmsnorm` (Zhang & Sennrich 2019)")
     qk_norm: bool = setting(
         False,
@@ -56,7 +95,10 @@ class GPTConfig:
     )
     tie_embeddings: bool = setting(True, "the LM head shares the token embedding (GPT-2)")
     logit_softcap: float = setting(
-        0.0, "if > 0, logits = cap * tanh(logits / cap) (Gemma 2); 0 is off"
+        0.0,
+        "if > 0, logits = cap * tanh(logits / cap) (Gemma 2); 0 is off",
+        bounds=">= 0",
+        note="0 = off",
     )
     zero_init_proj: bool = setting(
         False,

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,10 @@ from training.config import (
     ConfigError,
     RunConfig,
     all_keys,
+    config_fields,
     config_reference,
     flatten,
+    in_bounds,
     load_config,
 )
 
@@ -193,3 +196,60 @@ def test_the_separator_is_spelt_with_escapes_on_the_command_line_and_in_yaml(tmp
     recipe = tmp_path / "r.yaml"
     recipe.write_text("data:\n  separator: '\\n\\n'\n", encoding="utf-8")
     assert unescape_separator(load_config(recipe).data.separator) == "\n\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "bounds", "inside"),
+    [
+        (0, "[0, 1)", True),
+        (1, "[0, 1)", False),
+        (0, "(0, 1]", False),
+        (1, "(0, 1]", True),
+        (0, "> 0", False),
+        (0, ">= 0", True),
+        (2**32 - 1, "[0, 2**32)", True),
+        (2**32, "[0, 2**32)", False),
+    ],
+)
+def test_bounds_are_read_as_written(value, bounds, inside):
+    assert in_bounds(value, bounds) is inside
+
+
+def _just_outside(bounds: str):
+    """A value just below the lower bound of "[lo, ..", "(lo, ..", "> lo" or ">= lo"."""
+    text = bounds.strip()
+    low = float(text.lstrip("[(>= ").split(",")[0])
+    return low if text[0] == "(" or (text[0] == ">" and text[1] != "=") else low - 1
+
+
+def test_every_bounded_key_rejects_a_value_outside_with_its_name():
+    """The rules beside each field are what validation checks: for every key with
+    bounds, a value just outside them is reported under that key's name."""
+    bounded = {k: f for k, f in config_fields().items() if f.metadata["bounds"]}
+    assert len(bounded) >= 30
+    for key, f in bounded.items():
+        value = _just_outside(f.metadata["bounds"])
+        assert not in_bounds(value, f.metadata["bounds"]), key
+        if isinstance(f.default, int) or key == "train.lr_decay_iters":
+            value = int(value)
+        with pytest.raises(ConfigError, match=f"{re.escape(key)} must be"):
+            load_config(None, [f"{key}={value}"])
+
+
+def test_the_lists_other_modules_need_are_read_from_the_fields():
+    from training.checkpoint import RUN_CONTROL_KEYS
+    from training.hparams import NOT_HYPERPARAMETERS
+
+    assert set(NOT_HYPERPARAMETERS) == {
+        "out_dir",
+        "data.cache_dir",
+        "train.resume",
+        "train.overwrite",
+    }
+    assert set(RUN_CONTROL_KEYS) == {
+        "train.resume",
+        "train.max_iters",
+        "train.overwrite",
+        "model.vocab_size",
+        "train.lr_decay_iters",
+    }

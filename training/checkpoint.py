@@ -35,7 +35,7 @@ from data.batches import BatchSampler
 from data.tokenizer import CharTokenizer
 from model import GPT, GPTConfig
 from training.averaging import WeightAverage
-from training.config import ConfigError, RunConfig, flatten
+from training.config import ConfigError, RunConfig, flatten, keys_marked
 from training.distributed import DistContext, gather_to_main
 from training.rng import capture_rng_state, restore_rng_state
 
@@ -45,14 +45,9 @@ COMPILED_PREFIX = "_orig_mod."
 ARCHITECTURE_KEYS = tuple(
     f.name for f in dataclasses.fields(GPTConfig) if f.name not in ("dropout", "vocab_size")
 )
-# Settings that may change on resume without a note (the schedule's length has its own).
-RUN_CONTROL_KEYS = (
-    "train.resume",
-    "train.max_iters",
-    "train.overwrite",
-    "model.vocab_size",
-    "train.lr_decay_iters",
-)
+# Settings that may change on resume without a note (the schedule's length has its own):
+# the fields marked resume_may_change.
+RUN_CONTROL_KEYS = keys_marked("resume_may_change")
 
 
 class CheckpointError(RuntimeError):

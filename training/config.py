@@ -11,6 +11,7 @@ reported together, before any work starts, with the closest valid names.
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -41,11 +42,15 @@ __all__ = [
     "TrainConfig",
     "all_keys",
     "build_config",
+    "config_fields",
     "config_reference",
     "flatten",
+    "in_bounds",
+    "keys_marked",
     "load_config",
     "parse_override",
     "parse_value",
+    "relations",
     "validate",
 ]
 
@@ -61,25 +66,36 @@ def _show(value) -> str:
     return f"`{value}`" if value != "" else '`""`'
 
 
+def _allowed(hint, rules: dict) -> str:
+    """The values a key takes, as the README's table shows them: choices, type, bounds."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is Literal:
+        return ", ".join(f"`{a}`" for a in args)
+    nullable = type(None) in args
+    if nullable:
+        hint = next(a for a in args if a is not type(None))
+    text = {bool: "`true`, `false`", int: "integer", float: "number", str: "text"}[hint]
+    if rules.get("bounds"):
+        bounds = rules["bounds"]
+        text += f" in `{bounds}`" if bounds.lstrip()[0] in "[(" else f" `{bounds}`"
+    return text + (", or `null`" if nullable else "")
+
+
 def config_reference() -> str:
-    """Every config key with its default and meaning, as the Markdown table in
-    README.md (generated here, so each key is documented once: beside its field).
-    ``python train.py --help-config`` prints it."""
-    rows = ["| key | default | meaning |", "|---|---|---|"]
-    sections = [("", RunConfig)] + [(f"{name}.", cls) for name, cls in SECTIONS.items()]
-    for prefix, cls in sections:
-        for f in dataclasses.fields(cls):
-            if f.name not in SECTIONS:
-                rows.append(f"| `{prefix}{f.name}` | {_show(f.default)} | {f.metadata['doc']} |")
+    """Every config key with its default, allowed values and meaning, as the Markdown
+    table in README.md (generated here, so each key is documented once: beside its
+    field). ``python train.py --help-config`` prints it."""
+    rows = ["| key | default | values | meaning |", "|---|---|---|---|"]
+    hints = _field_types()
+    for key, f in config_fields().items():
+        allowed = _allowed(hints[key], f.metadata)
+        rows.append(f"| `{key}` | {_show(f.default)} | {allowed} | {f.metadata['doc']} |")
     return "\n".join(rows)
 
 
 def all_keys() -> list[str]:
     """Every settable dotted key, e.g. 'train.learning_rate'."""
-    keys = [f.name for f in dataclasses.fields(RunConfig) if f.name not in SECTIONS]
-    for section, cls in SECTIONS.items():
-        keys += [f"{section}.{f.name}" for f in dataclasses.fields(cls)]
-    return keys
+    return list(config_fields())
 
 
 def _field_types() -> dict[str, typing.Any]:
@@ -219,28 +235,67 @@ def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
     return cfg
 
 
-def validate(cfg: RunConfig) -> list[str]:
-    """Impossible values in a type-correct config, as messages naming the keys."""
+def config_fields() -> dict[str, dataclasses.Field]:
+    """Every settable dotted key with its dataclass field, whose metadata holds the
+    key's rules (`model.config.setting`), in the README table's order."""
+    fields = {f.name: f for f in dataclasses.fields(RunConfig) if f.name not in SECTIONS}
+    for section, cls in SECTIONS.items():
+        fields.update({f"{section}.{f.name}": f for f in dataclasses.fields(cls)})
+    return fields
+
+
+def keys_marked(marker: str, value: bool = True) -> tuple[str, ...]:
+    """The dotted keys whose field sets ``marker`` (e.g. "resume_may_change") to
+    ``value``: the lists other modules need are read from the fields."""
+    return tuple(k for k, f in config_fields().items() if f.metadata.get(marker) is value)
+
+
+_INTERVAL = re.compile(r"([\[(])\s*([^,]+?)\s*,\s*([^\])]+?)\s*([\])])")
+_ONE_BOUND = re.compile(r"(>=|>|<=|<)\s*(\S+)")
+
+
+def _number(text: str) -> float:
+    base, _, power = text.partition("**")  # "2**32"
+    return float(base) ** float(power) if power else float(text)
+
+
+def in_bounds(value, bounds: str) -> bool:
+    """Whether ``value`` lies in ``bounds``: an interval such as "[0, 1)" or "(0, 1]",
+    or one bound such as "> 0" or ">= 0".
+
+    Raises:
+        ValueError: if ``bounds`` is written in neither form.
+    """
+    if interval := _INTERVAL.fullmatch(bounds.strip()):
+        opening, low, high, closing = interval.groups()
+        low, high = _number(low), _number(high)
+        above = value >= low if opening == "[" else value > low
+        below = value <= high if closing == "]" else value < high
+        return above and below
+    if bound := _ONE_BOUND.fullmatch(bounds.strip()):
+        op, limit = bound.group(1), _number(bound.group(2))
+        return {">=": value >= limit, ">": value > limit, "<=": value <= limit, "<": value < limit}[
+            op
+        ]
+    raise ValueError(f"bounds {bounds!r} must look like '[0, 1)' or '> 0'")
+
+
+def _field_problem(key: str, value, rules: dict) -> str | None:
+    """The problem with one key's value under its own field's rules, or None."""
+    bounds = rules.get("bounds")
+    if bounds and value is not None and not in_bounds(value, bounds):
+        where = f"in {bounds}" if bounds.lstrip()[0] in "[(" else bounds
+        note = f" ({rules['note']})" if rules.get("note") else ""
+        return f"{key} must be {where}{note}, got {value}"
+    if rules.get("check") and (problem := rules["check"](value)):
+        return f"{key} {problem}"
+    return None
+
+
+def relations(cfg: RunConfig) -> list[str]:
+    """Rules between keys, checked once each key is within its own bounds."""
     problems = []
-    m, t = cfg.model, cfg.train
-    if m.vocab_size < 0:
-        problems.append(f"model.vocab_size must be >= 0 (0: from the corpus), got {m.vocab_size}")
-    positive = {
-        "model.n_layer": m.n_layer,
-        "model.n_head": m.n_head,
-        "model.n_embd": m.n_embd,
-        "model.block_size": m.block_size,
-        "train.batch_size": t.batch_size,
-        "train.gradient_accumulation_steps": t.gradient_accumulation_steps,
-        "train.max_iters": t.max_iters,
-        "train.eval_interval": t.eval_interval,
-        "train.log_interval": t.log_interval,
-        "train.eval_tokens": t.eval_tokens,
-        "train.eval_train_tokens": t.eval_train_tokens,
-        "train.eval_batch_size": t.eval_batch_size,
-        "train.learning_rate": t.learning_rate,
-    }
-    problems += [f"{k} must be > 0, got {v}" for k, v in positive.items() if v <= 0]
+    m, d, t = cfg.model, cfg.data, cfg.train
     if m.n_head > 0 and m.n_embd % m.n_head:
         problems.append(
             f"model.n_embd ({m.n_embd}) must be divisible by model.n_head ({m.n_head}); "
@@ -251,66 +306,30 @@ def validate(cfg: RunConfig) -> list[str]:
             f"model.position=rope needs an even head size, but n_embd / n_head = "
             f"{m.n_embd // m.n_head}"
         )
-    if m.logit_softcap < 0:
-        problems.append(f"model.logit_softcap must be >= 0 (0 = off), got {m.logit_softcap}")
-    if m.rope_base <= 1:
-        problems.append(f"model.rope_base must be > 1, got {m.rope_base}")
-    if not 0 <= m.dropout < 1:
-        problems.append(f"model.dropout must be in [0, 1), got {m.dropout}")
-    d = cfg.data
-    if not 0 < d.val_fraction < 1:
-        problems.append(f"data.val_fraction must be in (0, 1), got {d.val_fraction}")
-    elif not 0 <= d.test_fraction < 1 - d.val_fraction:
+    if 0 < d.val_fraction < 1 and not 0 <= d.test_fraction < 1 - d.val_fraction:
         problems.append(
             f"data.test_fraction must be in [0, 1 - data.val_fraction) = [0, "
             f"{1 - d.val_fraction:g}), got {d.test_fraction}"
         )
-    if not d.include.replace(",", "").strip():
-        problems.append("data.include is empty; use '*' for every file, or e.g. '*.c,*.h'")
     if not 0 <= t.min_lr <= t.learning_rate:
         problems.append(f"train.min_lr must be in [0, train.learning_rate], got {t.min_lr}")
-    if t.warmup_iters < 0:
-        problems.append(f"train.warmup_iters must be >= 0, got {t.warmup_iters}")
-    if t.lr_decay_iters is not None and t.lr_decay_iters <= 0:
-        problems.append(f"train.lr_decay_iters must be > 0, got {t.lr_decay_iters}")
-    if not 0 <= cfg.seed < 2**32:
-        problems.append(f"seed must be in [0, 2**32), got {cfg.seed}")
-    if cfg.out_dir is not None and not str(cfg.out_dir).strip():
-        problems.append("out_dir must not be empty (it would write into the current folder)")
-    if not 0 < t.warmdown_fraction <= 1:
-        problems.append(f"train.warmdown_fraction must be in (0, 1], got {t.warmdown_fraction}")
-    if not 0 <= t.ema_decay < 1:
-        problems.append(f"train.ema_decay must be in [0, 1) (0: no averaging), got {t.ema_decay}")
-    if t.ema_start < 0:
-        problems.append(f"train.ema_start must be >= 0, got {t.ema_start}")
-    if t.embedding_lr is not None and t.embedding_lr <= 0:
-        problems.append(
-            f"train.embedding_lr must be > 0 (null: learning_rate), got {t.embedding_lr}"
-        )
-    if t.muon_lr is not None and t.muon_lr <= 0:
-        problems.append(f"train.muon_lr must be > 0, got {t.muon_lr}")
-    for key, value in (
-        ("train.beta1", t.beta1),
-        ("train.beta2", t.beta2),
-        ("train.muon_momentum", t.muon_momentum),
-    ):
-        if not 0 <= value < 1:
-            problems.append(f"{key} must be in [0, 1), got {value}")
-    for key, value in (("train.weight_decay", t.weight_decay), ("train.grad_clip", t.grad_clip)):
-        if value < 0:
-            problems.append(f"{key} must be >= 0, got {value}")
-    if t.sample_tokens < 0:
-        problems.append(f"train.sample_tokens must be >= 0 (0: no sample), got {t.sample_tokens}")
-    if t.attention_interval < 0:
-        problems.append(
-            f"train.attention_interval must be >= 0 (0: heatmaps at every evaluation), "
-            f"got {t.attention_interval}"
-        )
     if t.sample_tokens > 0 and not t.sample_prompt:
         problems.append(
             "train.sample_prompt is empty; set it, or train.sample_tokens=0 for no sample"
         )
     return problems
+
+
+def validate(cfg: RunConfig) -> list[str]:
+    """Impossible values in a type-correct config, as messages naming the keys: each
+    key against the rules beside its field, then the `relations` between keys."""
+    flat = flatten(cfg.to_dict())
+    problems = [
+        problem
+        for key, f in config_fields().items()
+        if (problem := _field_problem(key, flat[key], f.metadata))
+    ]
+    return problems + relations(cfg)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:

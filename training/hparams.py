@@ -21,11 +21,12 @@ import time
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
-from training.config import RunConfig, flatten
+from training.config import RunConfig, flatten, keys_marked
 
 # Settings of where and how to run, not of the experiment: they differ between runs
-# that are the same experiment, or between the segments of one resumed run.
-NOT_HYPERPARAMETERS = ("out_dir", "data.cache_dir", "train.resume", "train.overwrite")
+# that are the same experiment, or between the segments of one resumed run. They are
+# the fields marked hyperparameter=False.
+NOT_HYPERPARAMETERS = keys_marked("hyperparameter", False)
 
 
 def hyperparameters(config: dict) -> dict:

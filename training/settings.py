@@ -1,9 +1,12 @@
 """Every key of a run's configuration: its type, default and meaning, one dataclass per
 section (data, train; the model's section is `model.config.GPTConfig`).
 
-Each field is documented once, beside it (`model.config.setting`): `python train.py
---help-config` prints the table made from these, and README.md shows it. Loading,
-overrides and validation are in `training.config`.
+Each field carries its rules beside it (`model.config.setting`): its meaning, the
+values allowed (its type, its choices as a ``Literal``, its ``bounds``) and whether it
+is a hyperparameter. `training.config` validates a config by reading them (relations
+between keys, such as n_embd divisible by n_head, are in its `relations`), and
+``python train.py --help-config`` prints the table made from them, which README.md
+shows. A new key is one field here (or in `model.config.GPTConfig`).
 """
 
 import dataclasses
@@ -22,6 +25,18 @@ LrSchedule = Literal["cosine", "wsd"]
 Optimizer = Literal["adamw", "muon"]
 
 
+def _some_pattern(include: str) -> str | None:
+    if not include.replace(",", "").strip():
+        return "is empty; use '*' for every file, or e.g. '*.c,*.h'"
+    return None
+
+
+def _not_blank(out_dir: str | None) -> str | None:
+    if out_dir is not None and not str(out_dir).strip():
+        return "must not be empty (it would write into the current folder)"
+    return None
+
+
 @dataclass
 class DataConfig:
     """The `data:` section: which text, and how it is read and split."""
@@ -36,6 +51,7 @@ class DataConfig:
         "*",
         "comma-separated patterns of the files a folder or glob contributes, matched "
         "against each file's name and relative path, e.g. `*.c,*.h`",
+        check=_some_pattern,
     )
     separator: str = setting(
         "\\n",
@@ -44,14 +60,18 @@ class DataConfig:
         "command line: `data.separator='\\n\\n'`, or `data.separator=` for none)",
     )
     val_fraction: float = setting(
-        0.1, "share of the corpus held out for validation, just before the test split"
+        0.1,
+        "share of the corpus held out for validation, just before the test split",
+        bounds="(0, 1)",
     )
     test_fraction: float = setting(
         0.0,
         "share of the corpus, at its very end, held out as a test split that training and "
-        "model selection never read (`evaluate.py --split test`)",
+        "model selection never read (`evaluate.py --split test`); in [0, 1 - val_fraction)",
     )
-    cache_dir: str = setting("data/cache", "where prepared token arrays are cached")
+    cache_dir: str = setting(
+        "data/cache", "where prepared token arrays are cached", hyperparameter=False
+    )
     decode_errors: DecodeErrors = setting(
         "strict", "`strict` stops at invalid UTF-8; `replace` swaps bad bytes for U+FFFD"
     )
@@ -69,74 +89,105 @@ class TrainConfig:
     """The `train:` section: optimisation, evaluation and what a run logs. Iterations
     count optimizer steps."""
 
-    batch_size: int = setting(32, "sequences per micro-batch")
-    gradient_accumulation_steps: int = setting(1, "micro-batches per optimizer step")
-    max_iters: int = setting(2000, "optimizer steps")
-    eval_interval: int = setting(250, "evaluate and checkpoint every N steps, and at the end")
-    log_interval: int = setting(10, "training scalars (and progress lines) every N steps")
+    batch_size: int = setting(32, "sequences per micro-batch", bounds="> 0")
+    gradient_accumulation_steps: int = setting(1, "micro-batches per optimizer step", bounds="> 0")
+    max_iters: int = setting(2000, "optimizer steps", bounds="> 0", resume_may_change=True)
+    eval_interval: int = setting(
+        250, "evaluate and checkpoint every N steps, and at the end", bounds="> 0"
+    )
+    log_interval: int = setting(
+        10, "training scalars (and progress lines) every N steps", bounds="> 0"
+    )
     eval_tokens: int = setting(
         131072,
         "characters of the validation split scored at each periodic evaluation: evenly "
         "spread fixed windows, or the whole split when it is shorter (Tiny Shakespeare's "
         "111,540 are)",
+        bounds="> 0",
     )
     eval_train_tokens: int = setting(
-        32768, "size of the fixed training-split sample that is evaluated (characters)"
+        32768,
+        "size of the fixed training-split sample that is evaluated (characters)",
+        bounds="> 0",
     )
     final_full_eval: bool = setting(
         True,
         "score the whole validation split once when training ends (`val/full_loss`); "
         "false skips it on a corpus too large to wait for (evaluate.py can do it later)",
     )
-    eval_batch_size: int = setting(128, "windows per forward pass during evaluation")
-    learning_rate: float = setting(1e-3, "peak learning rate, reached after warmup")
-    min_lr: float = setting(1e-4, "learning rate at the end of the decay")
-    warmup_iters: int = setting(100, "steps of linear warmup")
+    eval_batch_size: int = setting(128, "windows per forward pass during evaluation", bounds="> 0")
+    learning_rate: float = setting(1e-3, "peak learning rate, reached after warmup", bounds="> 0")
+    min_lr: float = setting(1e-4, "learning rate at the end of the decay, in [0, learning_rate]")
+    warmup_iters: int = setting(100, "steps of linear warmup", bounds=">= 0")
     lr_decay_iters: int | None = setting(
         None,
         "length of the schedule in steps; null: max_iters for a new run, and a resumed run "
         "keeps the length it was first given (so extending a finished run continues at "
         "min_lr) unless this is given anew",
+        bounds="> 0",
+        resume_may_change=True,
     )
     lr_schedule: LrSchedule = setting(
         "cosine",
         "`cosine` (warmup, cosine decay to min_lr) or `wsd` (warmup, stable, linear "
         "warmdown to min_lr)",
     )
-    warmdown_fraction: float = setting(0.2, "share of lr_decay_iters spent in the wsd warmdown")
+    warmdown_fraction: float = setting(
+        0.2, "share of lr_decay_iters spent in the wsd warmdown", bounds="(0, 1]"
+    )
     optimizer: Optimizer = setting(
         "adamw", "`adamw`, or `muon`: Muon for the blocks' 2-D weight matrices, AdamW for the rest"
     )
-    muon_lr: float | None = setting(None, "Muon's peak learning rate (null: learning_rate)")
-    muon_momentum: float = setting(0.95, "Muon's momentum coefficient")
-    embedding_lr: float | None = setting(
-        None, "peak learning rate of the embedding tables (AdamW) (null: learning_rate)"
+    muon_lr: float | None = setting(
+        None, "Muon's peak learning rate (null: learning_rate)", bounds="> 0"
     )
-    weight_decay: float = setting(0.1, "decoupled weight decay, on 2-D weight matrices only")
-    beta1: float = setting(0.9, "AdamW's first-moment coefficient")
-    beta2: float = setting(0.99, "AdamW's second-moment coefficient")
-    grad_clip: float = setting(1.0, "clip the global gradient norm to this (0 = off)")
+    muon_momentum: float = setting(0.95, "Muon's momentum coefficient", bounds="[0, 1)")
+    embedding_lr: float | None = setting(
+        None,
+        "peak learning rate of the embedding tables (AdamW) (null: learning_rate)",
+        bounds="> 0",
+        note="null: learning_rate",
+    )
+    weight_decay: float = setting(
+        0.1, "decoupled weight decay, on 2-D weight matrices only", bounds=">= 0"
+    )
+    beta1: float = setting(0.9, "AdamW's first-moment coefficient", bounds="[0, 1)")
+    beta2: float = setting(0.99, "AdamW's second-moment coefficient", bounds="[0, 1)")
+    grad_clip: float = setting(
+        1.0, "clip the global gradient norm to this (0 = off)", bounds=">= 0"
+    )
     ema_decay: float = setting(
         0.0,
         "if > 0, average the weights (an exponential moving average with this decay) from "
         "step ema_start on, and evaluate, save and sample the average",
+        bounds="[0, 1)",
+        note="0: no averaging",
     )
-    ema_start: int = setting(0, "the step after which weight averaging begins")
+    ema_start: int = setting(0, "the step after which weight averaging begins", bounds=">= 0")
     compile: bool = setting(
         False,
         "`torch.compile` the model (on CPU with torch's deterministic algorithms, so runs "
         "repeat exactly)",
     )
-    resume: bool = setting(False, "continue the run in out_dir from its ckpt.pt")
+    resume: bool = setting(
+        False,
+        "continue the run in out_dir from its ckpt.pt",
+        hyperparameter=False,
+        resume_may_change=True,
+    )
     overwrite: bool = setting(
         False,
         "replace an earlier run in out_dir (its checkpoints, config and events are deleted "
         "once the new run's input has been checked)",
+        hyperparameter=False,
+        resume_may_change=True,
     )
     sample_prompt: str = setting(
         "ROMEO:", "the TensorBoard sample at each evaluation continues this text"
     )
-    sample_tokens: int = setting(200, "characters in that sample (0 = no sample)")
+    sample_tokens: int = setting(
+        200, "characters in that sample (0 = no sample)", bounds=">= 0", note="0: no sample"
+    )
     attention_prompt: str = setting(
         "To be, or not to be",
         "text of the attention heatmaps at each evaluation (its first block_size characters; "
@@ -147,6 +198,8 @@ class TrainConfig:
         "draw the heatmaps only at the first evaluation at or after each multiple of this "
         "many steps, and at the last step (0: at every evaluation). Drawing takes seconds "
         "of CPU time: on a GPU, more than the training steps between evaluations",
+        bounds=">= 0",
+        note="0: heatmaps at every evaluation",
     )
 
 
@@ -155,10 +208,15 @@ class RunConfig:
     """A whole run: top-level keys plus the data, model and train sections."""
 
     out_dir: str | None = setting(
-        None, "checkpoints, config.yaml and TensorBoard events (null: runs/<config file stem>)"
+        None,
+        "checkpoints, config.yaml and TensorBoard events (null: runs/<config file stem>)",
+        check=_not_blank,
+        hyperparameter=False,
     )
     device: Device = setting("auto", "`auto` (cuda, then mps, then cpu), `cpu`, `cuda` or `mps`")
-    seed: int = setting(1337, "seeds python, numpy and torch, and the batch sampler")
+    seed: int = setting(
+        1337, "seeds python, numpy and torch, and the batch sampler", bounds="[0, 2**32)"
+    )
     data: DataConfig = field(default_factory=DataConfig)
     model: GPTConfig = field(default_factory=GPTConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
