@@ -14,8 +14,8 @@ a message (as text, not HTML). Prints one line per check; exits 1 if one fails. 
 Needs Chromium, its driver and selenium; on Debian or Ubuntu:
 
     apt-get install -y chromium chromium-driver fonts-nanum    # fonts-nanum: Hangul
-    python -m venv --system-site-packages /work/venv-browser
-    /work/venv-browser/bin/pip install selenium
+    python -m venv --system-site-packages .venv-browser
+    .venv-browser/bin/pip install selenium
 
 Without them it says what is missing and exits 0. tests/test_attention_page_browser.py
 runs the same checks on a tiny model (and skips where the browser is missing).

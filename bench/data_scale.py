@@ -3,7 +3,7 @@ and one periodic evaluation's time, from 1 MB to 1 GB of text.
 
     python bench/data_scale.py                                  # synthetic 1, 10, 100, 1000 MB
     python bench/data_scale.py --sizes 1,100                    # fewer sizes (MB)
-    python bench/data_scale.py --path /work/corpora/linux --include '*.c,*.h'   # a real corpus
+    python bench/data_scale.py --path corpora/linux --include '*.c,*.h'   # a real corpus
 
 Synthetic corpora are written to a temporary folder: a 4 MB block of random words
 (Tiny Shakespeare's vocabulary, with some accented and Korean words so that decoding is

@@ -4,11 +4,11 @@ Both read their windows from the split's token array, and only the (B, T + 1) ba
 converted to int64: the corpus is never copied into memory. A split that is an
 ``np.memmap`` of the cached token file is read with one positioned read per window
 (``os.pread``) rather than through the memory map: pages of a mapped file count as this
-process's resident memory once touched, and the kernel maps whole page-cache folios
-(measured here: about 370 KB per random window), so random windows from a 1 GB corpus
-made the resident memory of a run grow by a gigabyte, although the kernel could drop
-those pages at any time. Positioned reads go through the file cache without mapping
-anything, and cost about 0.2 ms per batch of 32. Any other array is indexed directly.
+process's resident memory once touched, and the kernel maps whole page-cache folios, so
+random windows through the map make a run's resident memory grow with the corpus,
+although the kernel could drop those pages at any time. Positioned reads go through the
+file cache without mapping anything (docs/benchmarks.md, "Corpus size"). Any other
+array is indexed directly.
 """
 
 import mmap

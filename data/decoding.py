@@ -19,8 +19,8 @@ from data.errors import CorpusError
 from data.normalization import normalize_text, safe_cut
 from data.sources import CorpusSources, SourceFile, unreadable
 
-# Per read and per piece: bounds memory and amortises numpy calls. 1 MB measured fastest
-# (pieces stay in the CPU caches) and smallest; 8 MB took twice the time and 250 MB more.
+# Per read and per piece: bounds memory and amortises numpy calls; a piece this size
+# stays in the CPU caches (docs/experiments.md compares piece sizes).
 DEFAULT_CHUNK_BYTES = 1 << 20
 BOM = "\ufeff"
 COUNTING_REPLACE = "mini-gpt-counting-replace"

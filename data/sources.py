@@ -2,7 +2,7 @@
 narrowed by ``data.include`` patterns, in a fixed (sorted) order; and their fingerprint.
 
     data.path=input.txt                                    one file
-    data.path=/work/corpora/linux data.include='*.c,*.h'   every C file in a folder
+    data.path=corpora/linux data.include='*.c,*.h'         every C file in a folder
     data.path='books/*.txt'                                a glob (quoted for the shell)
 
 Names starting with a dot (``.git``, ``.DS_Store``) are skipped inside folders, as
@@ -62,7 +62,7 @@ class CorpusSources:
         return sum(f.size for f in self.files)
 
     def describe(self) -> str:
-        """For the log: '/work/corpora/linux (59,932 files matching *.c,*.h, 1,336.5 MB)',
+        """For the log: 'corpora/linux (59,932 files matching *.c,*.h, 1,336.5 MB)',
         or 'input.txt (1.1 MB)' for a single file; under 0.1 MB, in KB ('notes.txt
         (2.0 KB)'), so that a small corpus does not read as empty."""
         n = self.total_bytes
