@@ -59,11 +59,27 @@ def commands_in(text: str) -> list[str]:
     found += [" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", text)]
     commands = []
     for line in found:
-        for part in re.split(r"&&|\|\||;|\|", line):
+        for part in split_shell_list(line):
             part = part.strip()
             if part and not PLACEHOLDER.search(part):
                 commands.append(part)
     return commands
+
+
+def split_shell_list(line: str) -> list[str]:
+    """A shell line cut at &&, ||, ; and | outside quotes."""
+    parts, current, quote = [], "", None
+    for char in line:
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "&|;":
+            parts.append(current)
+            current = ""
+            continue
+        current += char
+    return [*parts, current]
 
 
 def documented_commands() -> list[tuple[str, str, list[str]]]:
