@@ -1,11 +1,13 @@
 """The progress line a run prints when its output goes to a file."""
 
+import io
 import re
+import sys
 import time
 
 import training.console
 from conftest import read_scalars, shakespeare, tiny_overrides
-from training import load_config, train
+from training import load_checkpoint, load_config, train
 from training.console import Console
 from training.loop import Trainer
 from training.run_writer import TRAIN_TOKENS_PER_SEC
@@ -79,3 +81,17 @@ def test_the_first_logged_throughput_leaves_the_first_step_out(tmp_path, monkeyp
     rates = dict(read_scalars(result.out_dir)[TRAIN_TOKENS_PER_SEC])
     assert sorted(rates) == [2, 4]
     assert rates[2] > 2000, rates
+
+
+class ClosedPipe(io.TextIOBase):
+    """A stdout whose reader has gone (``| head``)."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_closed_stdout_does_not_stop_training(tmp_path, shakespeare_path, monkeypatch):
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    result = train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    assert result.iter_num == 6
+    assert load_checkpoint(tmp_path / "run" / "ckpt.pt")["iter_num"] == 6

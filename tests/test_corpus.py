@@ -1,8 +1,15 @@
+import unicodedata
+
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from conftest import tiny_overrides
 from data import BatchSampler, CorpusError, evaluation_windows, prepare_corpus
+from data.decoding import normalize_newlines
+from training import load_config, train
 
 
 def test_tiny_shakespeare_split(shakespeare_path, tmp_path):
@@ -144,3 +151,53 @@ def test_a_large_corpus_says_one_line_before_it_is_read_without_bars(tmp_path, m
     prepare_corpus(small, 0.1, tmp_path / "cache", say=said.append)
     prepare_corpus(big, 0.1, tmp_path / "cache", progress=True, say=said.append)
     assert said == []
+
+
+@pytest.mark.parametrize(
+    "text, block_size, expected",
+    [
+        ("hello\nworld\n", 16, "training and validation splits .* train has 10 .* validation 2"),
+        ("abcdefghij" * 20, 64, "validation split is too short .*validation 20.*= 65"),
+    ],
+)
+def test_corpus_too_short_fails_before_any_model(tmp_path, monkeypatch, text, block_size, expected):
+    path = tmp_path / "short.txt"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setattr("training.loop.GPT", None)  # building a model would crash
+    cfg = load_config(None, tiny_overrides(tmp_path, path, **{"model.block_size": block_size}))
+    with pytest.raises(CorpusError, match=expected):
+        train(cfg)
+
+
+def test_split_of_exactly_block_size_plus_one_is_valid(tmp_path):
+    path = tmp_path / "exact.txt"
+    path.write_text(("abcdefghijk" * 30), encoding="utf-8")  # 330 chars: val is 33
+    cfg = load_config(
+        None, tiny_overrides(tmp_path, path, **{"model.block_size": 32, "data.val_fraction": 0.1})
+    )
+    assert len(prepare_corpus(path, 0.1, tmp_path / "c").val_ids) == 33
+    result = train(cfg)
+    assert len(result.evals) == 2 and np.isfinite(result.best_val_loss)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(max_size=300), val_fraction=st.sampled_from([0.1, 0.5]))
+def test_any_unicode_corpus_round_trips_or_fails_cleanly(tmp_path, text, val_fraction):
+    path = tmp_path / "random.txt"
+    path.write_bytes(text.encode("utf-8"))
+    expected = unicodedata.normalize("NFC", normalize_newlines(text.removeprefix("\ufeff")))
+    try:
+        corpus = prepare_corpus(path, val_fraction, tmp_path / "cache")
+    except CorpusError:
+        assert expected == ""
+        return
+    tok = corpus.tokenizer
+    rebuilt = tok.decode(corpus.train_ids) + tok.decode(corpus.val_ids)
+    assert rebuilt == expected
+    for block_size in (1, 8):
+        try:
+            corpus.check_fits(block_size)
+        except CorpusError as e:
+            assert "block_size" in str(e)

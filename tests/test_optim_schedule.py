@@ -169,3 +169,9 @@ def test_extending_a_finished_run_keeps_its_schedule(tmp_path, shakespeare_path,
         f"{expected:.2e} at step 7"
     ) in capsys.readouterr().out
     assert logged_lr(stretched / "run")[7] == pytest.approx(expected)
+
+
+def test_schedule_notice_when_the_run_stops_before_the_decay(tmp_path, shakespeare_path, capsys):
+    overrides = tiny_overrides(tmp_path, shakespeare_path, **{"train.lr_decay_iters": 100})
+    train(load_config(None, overrides))
+    assert "stops before the decay ends" in capsys.readouterr().out

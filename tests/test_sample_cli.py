@@ -12,8 +12,9 @@ import pytest
 import torch
 
 import sample
-from conftest import ROOT, TEST_DEVICE, sharp_model
+from conftest import ROOT, TEST_DEVICE, sharp_model, tiny_overrides
 from model import GPT
+from training import load_config, train
 from training.checkpoint import save_checkpoint
 
 SEPARATOR = "\n" + "-" * 40 + "\n"
@@ -222,3 +223,60 @@ def test_a_missing_checkpoint_says_what_to_do(tmp_path):
     assert "has not reached its first evaluation (step 550)" in hint(run)
     (run / "ckpt.pt").write_bytes(b"")
     assert "best.pt appears at the run's first evaluation; ckpt.pt is there" in hint(run, "best.pt")
+
+
+def _tiny_model_on(tmp_path, text: str, name: str):
+    corpus = tmp_path / f"{name}.txt"
+    corpus.write_text(text, encoding="utf-8")
+    extra = {"model.block_size": 8, "train.max_iters": 2, "train.sample_tokens": 0}
+    overrides = tiny_overrides(tmp_path / name, corpus, **extra)
+    return train(load_config(None, overrides + ["train.attention_prompt=''"])).out_dir
+
+
+def run_sample_main(capsys, out_dir, *args):
+    import sample
+
+    code = sample.main(["--out-dir", str(out_dir), "--device", "cpu", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_sampling_arguments_from_the_bug_reports(tmp_path, capsys):
+    out = _tiny_model_on(tmp_path, "abc cab bca\n" * 40, "abc")
+    capsys.readouterr()  # drop the training log
+    code, _, err = run_sample_main(capsys, out, "--prompt", "abd")
+    assert code == 2 and "'d' (U+0064) at position 2" in err and "Traceback" not in err
+    code, text, _ = run_sample_main(capsys, out, "--prompt", "ab", "--top-k", "200")
+    assert code == 0 and text.startswith("ab")  # top_k above the 5-character vocabulary
+    code, text, _ = run_sample_main(capsys, out, "--prompt", "cab", "--max-new-tokens", "0")
+    assert code == 0 and text == "cab\n"
+    long_prompt = "abc cab bca " * 3  # 36 characters, block_size 8: cropped, not an error
+    code, text, _ = run_sample_main(capsys, out, "--prompt", long_prompt, "--max-new-tokens", "5")
+    assert code == 0 and text.startswith(long_prompt) and len(text.rstrip("\n")) >= 36
+    code, text, _ = run_sample_main(capsys, out, "--prompt", "a\r\nb", "--max-new-tokens", "0")
+    assert code == 0 and text == "a\nb\n"  # prompts get the corpus's newline normalisation
+    greedy = [run_sample_main(capsys, out, "--temperature", "0", "--seed", s)[1] for s in "12"]
+    assert greedy[0] == greedy[1]  # temperature 0 is greedy: the seed does not matter
+    code, _, err = run_sample_main(capsys, out, "--temperature", "-1")
+    assert code == 2 and "temperature" in err
+
+
+def test_no_prompt_starts_from_a_character_the_vocabulary_holds(tmp_path, capsys):
+    out = _tiny_model_on(tmp_path, "abcacbbca" * 40, "nospace")  # no newline, no space
+    capsys.readouterr()  # drop the training log
+    code, text, _ = run_sample_main(capsys, out, "--max-new-tokens", "3")
+    assert code == 0 and text.startswith("a") and len(text) == 5  # 'a' + 3 + newline
+
+
+def test_console_that_cannot_encode_korean(tmp_path, korean_path):
+    out = _tiny_model_on(tmp_path, korean_path.read_text(encoding="utf-8")[:3000], "ko")
+    env = {**__import__("os").environ, "PYTHONIOENCODING": "ascii"}
+    r = subprocess.run(
+        [sys.executable, "sample.py", "--out-dir", str(out), "--device", "cpu", "--prompt", "새가"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr.decode("utf-8", "replace")
+    assert r.stdout.startswith(b"??")  # replaced, not a UnicodeEncodeError

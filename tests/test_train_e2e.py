@@ -172,3 +172,34 @@ def test_log_file_output_is_plain_lines(tmp_path, korean_path):
     assert ".py:" not in log  # no source file path, no source line
     assert any(line.startswith("step 1/4 (25%) | loss ") for line in lines), lines
     assert any(line.startswith("step 3: train ") for line in lines)
+
+
+def test_no_default_encoding_anywhere(tmp_path, shakespeare_path):
+    """Training and sampling run clean under -X warn_default_encoding -W error."""
+    flags = [sys.executable, "-X", "warn_default_encoding", "-W", "error::EncodingWarning"]
+    # matplotlib's font cache writer (third-party code, run once per font set) is exempt.
+    flags += ["-W", "ignore::EncodingWarning:matplotlib.font_manager"]
+    overrides = [
+        str(o) for o in tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 2})
+    ]
+    r = subprocess.run(
+        flags + ["train.py"] + overrides, cwd=ROOT, capture_output=True, text=True, encoding="utf-8"
+    )
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(
+        flags
+        + [
+            "sample.py",
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--max-new-tokens",
+            "5",
+            "--device",
+            "cpu",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+    )
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,56 @@
+"""training/run_folder.py: what a run leaves in out_dir; overwrite, unfinished runs, the lock."""
+
+import pytest
+
+from conftest import tiny_overrides
+from data import CorpusError
+from training import ConfigError, load_checkpoint, load_config, train
+
+
+def test_overwrite_replaces_the_whole_earlier_run(tmp_path, shakespeare_path):
+    train(load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 3})))
+    out = tmp_path / "run"
+    assert len(list(out.glob("events.out.tfevents*"))) == 1
+    with pytest.raises(ConfigError, match="already holds a checkpoint"):
+        train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    train(
+        load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.overwrite": True}))
+    )
+    assert len(list(out.glob("events.out.tfevents*"))) == 1  # no mixing of two runs' curves
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 6
+
+
+def test_folder_of_an_unfinished_run_is_not_reused(tmp_path, shakespeare_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text("seed: 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="files of an earlier run .*train.overwrite=true"):
+        train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+
+
+def test_a_start_that_fails_on_bad_input_leaves_nothing(tmp_path):
+    nested = tmp_path / "runs" / "new" / "run"
+    bad = [f"out_dir={nested}", "device=cpu", f"data.path={tmp_path / 'missing.txt'}"]
+    with pytest.raises(CorpusError, match="no such file"):
+        train(load_config(None, bad))
+    assert not (tmp_path / "runs").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("kept", encoding="utf-8")
+    folder = tmp_path / "corpus_folder"  # a folder is a corpus of its files: none here
+    folder.mkdir()
+    bad = [f"out_dir={mine}", "device=cpu", f"data.path={folder}"]
+    with pytest.raises(CorpusError, match="holds no files"):
+        train(load_config(None, bad))
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # no .lock left
+
+
+def test_two_runs_cannot_share_a_folder(tmp_path, shakespeare_path):
+    fcntl = pytest.importorskip("fcntl")
+    out = tmp_path / "run"
+    out.mkdir()
+    with open(out / ".lock", "a", encoding="utf-8") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running trainer would
+        with pytest.raises(ConfigError, match="another training run is writing"):
+            train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    assert train(load_config(None, tiny_overrides(tmp_path, shakespeare_path))).iter_num == 6
