@@ -6,8 +6,9 @@ An existing folder is replaced only with ``overwrite``, and only if it holds not
 but what an export writes: any other file in it is the user's, and is never deleted.
 """
 
+import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,10 +67,13 @@ def write_atomically(target: Path, overwrite: bool, write: Callable[[Path], None
     target = Path(target)
     check_target(target, overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    # mkdir, not tempfile.mkdtemp: the folder gets the usual permissions (umask), not 0700.
+    staging = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    staging.mkdir()
     old = None
     try:
         write(staging)
+        _usual_permissions(staging)
         if target.is_dir():
             check_target(target, overwrite)  # again: it may have changed meanwhile
             old = target.with_name(f"{staging.name}.old")
@@ -82,3 +86,12 @@ def write_atomically(target: Path, overwrite: bool, write: Callable[[Path], None
         raise
     if old is not None:
         shutil.rmtree(old)
+
+
+def _usual_permissions(folder: Path) -> None:
+    """Give the written files the permissions a new file gets here (0666 less the
+    umask): transformers writes model.safetensors as 0600, readable by its owner only."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in folder.iterdir():
+        path.chmod(0o666 & ~umask)

@@ -175,6 +175,11 @@ def test_errors_name_the_fix_and_keep_the_users_files(tmp_path, capsys, monkeypa
     assert run_export(capsys, "--out-dir", run, "--to", target)[0] == 0
     assert run_export(capsys, "--out-dir", run, "--to", target, "--overwrite")[0] == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "run"]
+    # The usual permissions of a new file and folder (transformers writes 0600 weights).
+    (run / "probe").touch()
+    (run / "probe_folder").mkdir()
+    assert (target / "model.safetensors").stat().st_mode == (run / "probe").stat().st_mode
+    assert target.stat().st_mode == (run / "probe_folder").stat().st_mode
 
     monkeypatch.setitem(sys.modules, "transformers", None)  # import fails: not installed
     code, _, err = run_export(capsys, "--out-dir", run, "--to", tmp_path / "other")
