@@ -7,6 +7,12 @@ and our checkpoint's weights renamed (and transposed) for it.
 | position rope, rmsnorm, relu2, qk_norm, bias false  | Qwen3ForCausalLM    |
 | position rope, rmsnorm, relu2, no qk_norm           | LlamaForCausalLM    |
 
+Past block_size characters, our sampler slides (learned positions) or rolls (RoPE)
+its window of context. Qwen3 does the same as our rolling KV cache (sliding-window
+attention over the last block_size keys, positions going on), so its generations
+agree however long; GPT-2 has no position past block_size (transformers raises an
+IndexError), and Llama attends over everything (its text differs past block_size).
+
 All three need logit_softcap 0; bias, tie_embeddings, sizes and rope_base may be
 anything (zero_init_proj and dropout only matter in training). Why each is exact:
 
@@ -206,7 +212,10 @@ def _rope_weights(mc: dict, sd: dict, qk_norm: bool) -> dict:
 def _qwen3_config(mc: dict) -> dict:
     config = _rope_config(mc)
     del config["mlp_bias"]
-    return {**config, "use_sliding_window": False}
+    # Our rolling KV cache: past block_size, each query sees the last block_size keys.
+    window = {"use_sliding_window": True, "sliding_window": mc["block_size"]}
+    layers = {"max_window_layers": 0, "layer_types": ["sliding_attention"] * mc["n_layer"]}
+    return {**config, **window, **layers}
 
 
 GPT2 = Architecture(

@@ -140,6 +140,20 @@ def test_exported_logits_of_large_weights_equal_ours(tmp_path, architecture, cla
         torch.testing.assert_close(theirs(input_ids=ids).logits, ours(ids)[0], atol=1e-5, rtol=0)
 
 
+def test_qwen3_generates_sample_py_text_past_block_size(tmp_path, capsys):
+    # Our rolling KV cache is Qwen3's sliding-window attention: 40 characters past a
+    # block_size of 16 agree too.
+    hand_made_checkpoint(tmp_path / "run", **ROPE, qk_norm=True, bias=False)
+    assert export.main(["--out-dir", str(tmp_path / "run"), "--to", str(tmp_path / "hf")]) == 0
+    capsys.readouterr()
+    model, tokenizer = load_exported(tmp_path / "hf")
+    args = ["--out-dir", str(tmp_path / "run"), "--device", "cpu", "--prompt", "새가 하늘"]
+    assert sample.main(args + ["--temperature", "0", "--max-new-tokens", "40", "--no-stream"]) == 0
+    ids = tokenizer("새가 하늘", return_tensors="pt").input_ids
+    out = model.generate(ids, max_new_tokens=40, do_sample=False)
+    assert tokenizer.decode(out[0]) == capsys.readouterr().out.removesuffix("\n")
+
+
 def run_export(capsys, *args):
     code = export.main([str(a) for a in args])
     out, err = capsys.readouterr()
