@@ -6,7 +6,8 @@
 The folder holds config.json, model.safetensors and a character-level tokenizer.json;
 ``AutoModelForCausalLM.from_pretrained(folder)`` and ``AutoTokenizer.from_pretrained
 (folder)`` load it with no code from this project. The GPT-2 block exports as
-GPT2LMHeadModel, the modern block (RoPE, RMSNorm, QK-norm, ReLU²) as Qwen3ForCausalLM
+GPT2LMHeadModel, the modern block (RoPE, RMSNorm, QK-norm, ReLU²) as Qwen3ForCausalLM,
+without QK-norm as LlamaForCausalLM; other blocks are refused, naming what differs
 (hf_export.architectures says why each computes the same function). Needs the
 transformers package (requirements.txt, test section); it is imported only here.
 """
