@@ -8,8 +8,9 @@ Serves the run's checkpoint on a free port of 127.0.0.1 (as `explore_attention.p
 with one row per character holding the CLI's numbers, a head button that changes it, a
 clicked row compared across the heads, next-character probabilities equal to
 softmax(logits / temperature), "append" continuing the prompt, and a bad prompt shown as
-a message (as text, not HTML). Prints one line per check; exits 1 if one fails. With
---screenshot it then writes a PNG of the page (palette colours, to keep it small).
+a message (as text, not HTML) with the previous prompt's table hidden. Prints one line
+per check; exits 1 if one fails. With --screenshot it then writes a PNG of the page
+(palette colours, to keep it small).
 
 Needs Chromium, its driver and selenium; on Debian or Ubuntu:
 
@@ -310,9 +311,12 @@ def check_page(page: Page, url: str, explorer: AttentionExplorer, prompt: str) -
     message = page.message()
     assert "not in the model's vocabulary" in message and "'<' (U+003C)" in message, message
     assert not page.find_all("#message b") and page.find("#message p.error")
+    assert not page.find("#explorer").is_displayed(), "the previous prompt's table is still shown"
     page.show("")
     assert page.message() == "the prompt is empty: type at least one character"
-    done.append("bad prompts give the server's message, shown as text")
+    page.show(prompt)
+    assert page.find("#explorer").is_displayed() and len(page.table_rows()) == T
+    done.append("bad prompts give the server's message, shown as text, and hide the old table")
     return done
 
 
