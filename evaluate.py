@@ -100,7 +100,13 @@ def score_split(
         cfg.data.path = data_path
     if batch_size is not None:
         cfg.train.eval_batch_size = batch_size
-    corpus = prepare_corpus(**dataclasses.asdict(cfg.data), progress=progress)
+    try:
+        corpus = prepare_corpus(**dataclasses.asdict(cfg.data), progress=progress)
+    except CorpusError as e:
+        if data_path is None:
+            raise
+        # The path came from --data-path, not from a config: name the flag the user typed.
+        raise CorpusError(str(e).replace("data.path", "--data-path")) from None
     id_map = None  # the corpus's token ids as the model's, when the vocabularies differ
     if corpus.tokenizer.chars != tokenizer.chars:
         try:

@@ -8,8 +8,9 @@ Serves the run's checkpoint on a free port of 127.0.0.1 (as `explore_attention.p
 with one row per character holding the CLI's numbers, a head button that changes it, a
 clicked row compared across the heads, next-character probabilities equal to
 softmax(logits / temperature), "append" continuing the prompt, and a bad prompt shown as
-a message (as text, not HTML). Prints one line per check; exits 1 if one fails. With
---screenshot it then writes a PNG of the page (palette colours, to keep it small).
+a message (as text, not HTML) with the previous prompt's table hidden. Prints one line
+per check; exits 1 if one fails. With --screenshot it then writes a PNG of the page
+(palette colours, to keep it small).
 
 Needs Chromium, its driver and selenium; on Debian or Ubuntu:
 
@@ -197,6 +198,28 @@ class Page:
         )
         return [(label, float(p)) for label, p in rows]
 
+    def drawn_text(self, css: str) -> list[tuple[str, list[str], float, float]]:
+        """What Chromium drew for each element matching ``css``: (its text, the font
+        families its glyphs came from (DevTools' CSS.getPlatformFontsForNode), the
+        text's rendered width in px, its font size in px)."""
+        send = self.driver.execute_cdp_cmd
+        send("DOM.enable", {})
+        send("CSS.enable", {})
+        root = send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+        ids = send("DOM.querySelectorAll", {"nodeId": root, "selector": css})["nodeIds"]
+        fonts = [send("CSS.getPlatformFontsForNode", {"nodeId": i})["fonts"] for i in ids]
+        measured = self.driver.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map(el => {"
+            "  const range = document.createRange(); range.selectNodeContents(el);"
+            "  return [el.textContent, range.getBoundingClientRect().width,"
+            "          parseFloat(getComputedStyle(el).fontSize)]; })",
+            css,
+        )
+        return [
+            (text, [f["familyName"] for f in used], width, size)
+            for (text, width, size), used in zip(measured, fonts, strict=True)
+        ]
+
     def format_fixed(self, values: list[float], decimals: int) -> list[str]:
         return self.driver.execute_script(
             "return arguments[0].map(x => formatFixed(x, arguments[1]))", values, decimals
@@ -238,6 +261,7 @@ def check_page(page: Page, url: str, explorer: AttentionExplorer, prompt: str) -
     )
     assert labels == [c if c != " " else "␣" for c in prompt], labels
     done.append(f"typed {prompt!r}: {T} rows, the CLI's numbers (layer {last_layer}, average)")
+    done.append(check_hangul_drawn(page, "#attention-table thead th.char"))
 
     page.click('#heads button[data-value="1"]')
     head_rows = page.table_rows()
@@ -287,10 +311,42 @@ def check_page(page: Page, url: str, explorer: AttentionExplorer, prompt: str) -
     message = page.message()
     assert "not in the model's vocabulary" in message and "'<' (U+003C)" in message, message
     assert not page.find_all("#message b") and page.find("#message p.error")
+    assert not page.find("#explorer").is_displayed(), "the previous prompt's table is still shown"
     page.show("")
     assert page.message() == "the prompt is empty: type at least one character"
-    done.append("bad prompts give the server's message, shown as text")
+    page.show(prompt)
+    assert page.find("#explorer").is_displayed() and len(page.table_rows()) == T
+    done.append("bad prompts give the server's message, shown as text, and hide the old table")
     return done
+
+
+def is_hangul(text: str) -> bool:
+    """True if ``text`` holds a Hangul syllable (U+AC00..U+D7A3) or jamo."""
+    return any("\uac00" <= c <= "\ud7a3" or "\u1100" <= c <= "\u11ff" for c in text)
+
+
+def check_hangul_drawn(page: Page, css: str) -> str:
+    """The Hangul among the elements matching ``css`` is drawn as Hangul, not as boxes:
+    with a font that fontconfig says covers Korean, and as wide as a syllable (about
+    1 em; a missing glyph's box is about half that). Returns the check's line.
+
+    Raises:
+        AssertionError: naming the character, the fonts it was drawn with and its width.
+    """
+    covering = set(hangul_fonts())
+    drawn = [d for d in page.drawn_text(css) if is_hangul(d[0])]
+    assert drawn, f"no Hangul in {css}"
+    for text, families, width, size in drawn:
+        fonts = ", ".join(sorted(covering)) or "none installed (apt-get install fonts-nanum)"
+        assert families and set(families) <= covering, (
+            f"{text!r} was drawn with {families}, not with a font covering Korean "
+            f"({fonts}): the learner sees boxes"
+        )
+        assert width >= 0.8 * size * len(text), (
+            f"{text!r} is {width:.1f} px wide at {size:.0f} px: boxes, not Hangul"
+        )
+    used = sorted({f for _, families, _, _ in drawn for f in families})
+    return f"{len(drawn)} Hangul labels drawn with {', '.join(used)}, each about 1 em wide"
 
 
 def check_file(page: Page, html: Path, prompt: str) -> list[str]:

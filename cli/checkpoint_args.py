@@ -6,12 +6,13 @@ rule that turns them into a file: a bare name is looked up in the run folder.
     python sample.py --checkpoint downloads/model.pt       # a path of its own
 """
 
+import difflib
 from pathlib import Path
 
 import yaml
 
 from training.checkpoint import CheckpointError
-from training.run_folder import BEST_NAME, CKPT_NAME, CONFIG_NAME
+from training.run_folder import BEST_NAME, CKPT_NAME, CONFIG_NAME, run_in_progress
 
 
 def add_checkpoint_arguments(parser) -> None:
@@ -42,23 +43,41 @@ def resolve_checkpoint_path(out_dir: str | Path, checkpoint: str) -> Path:
 
 
 def _missing_checkpoint_hint(path: Path) -> str:
-    """What to do about a checkpoint that is not there, judged from its folder."""
+    """What to do about a checkpoint that is not there, judged from its folder: the
+    checkpoints it does hold (and the closest name), or whether its run is still
+    before its first evaluation (it holds the folder's lock) or stopped before it."""
     folder = path.parent
     train = f"python train.py --config configs/shakespeare_char_cpu.yaml out_dir={folder}"
-    if path.name == BEST_NAME and (folder / CKPT_NAME).is_file():
-        return "best.pt appears at the run's first evaluation; ckpt.pt is there"
     if not folder.is_dir():
         return f"there is no run folder {folder}; train one first: {train}"
+    held = sorted(p.name for p in folder.glob("*.pt") if p.is_file())
+    if path.name == BEST_NAME and held == [CKPT_NAME]:
+        return "best.pt appears at the run's first evaluation; ckpt.pt is there"
+    if held:
+        close = difflib.get_close_matches(path.name, held, n=1, cutoff=0.5)
+        meant = f"; did you mean --checkpoint {close[0]}?" if close else ""
+        return f"{folder} holds {', '.join(held)}{meant}"
     if (folder / CONFIG_NAME).is_file():
         try:
             config = yaml.safe_load((folder / CONFIG_NAME).read_text(encoding="utf-8"))
             step = f"step {int(config['train']['eval_interval'])}"
         except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
             step = "step train.eval_interval"
-        return (
-            f"the run in {folder} has not reached its first evaluation ({step}), where "
-            f"it writes {path.name}; wait for it, or look at what the run printed"
+        running = run_in_progress(folder)
+        wait = (
+            f"has not reached its first evaluation ({step}), where it writes "
+            f"{path.name}; wait for it, or look at what the run printed"
         )
+        stopped = (
+            f"stopped before its first evaluation ({step}) and wrote no checkpoint; "
+            f"look at what it printed, and train again: {train} train.overwrite=true"
+        )
+        if running:
+            return f"the run in {folder} is still training and {wait}"
+        if running is False:
+            return f"the run in {folder} {stopped}"
+        unknown = "holds no checkpoint: if it is still training, it"
+        return f"the run in {folder} {unknown} {wait}; if it {stopped}"
     return (
         f"{folder} holds no run; a training run writes {path.name} there at its first "
         f"evaluation (step train.eval_interval): {train}"

@@ -16,7 +16,8 @@ loaded into memory, and another ``val_fraction`` needs no new preparation.
 
 Tiny Shakespeare comes from an offline copy beside the checkout
 (``../shared/data/tinyshakespeare/input.txt``) if there is one, else from its
-canonical address; either way its sha256 is verified.
+canonical address; either way its sha256 is verified, and so is a copy already at
+``data/tinyshakespeare/input.txt`` on every run that uses the default path.
 """
 
 import hashlib
@@ -35,7 +36,7 @@ from data.decoding import DEFAULT_CHUNK_BYTES, CorpusText
 from data.errors import CorpusError
 from data.escapes import unescape
 from data.prepare import PROGRESS_MIN_BYTES, bytes_bar, prepare_tokens
-from data.sources import find_sources
+from data.sources import find_sources, unreadable
 from data.tokenizer import CharTokenizer
 
 DEFAULT_CORPUS_PATH = "data/tinyshakespeare/input.txt"
@@ -43,6 +44,7 @@ TINY_SHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 )
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+TINY_SHAKESPEARE_BYTES = 1_115_394
 OFFLINE_COPY = (
     Path(__file__).resolve().parent.parent.parent / "shared/data/tinyshakespeare/input.txt"
 )
@@ -351,15 +353,32 @@ def fetch_default_corpus(path: Path) -> str:
 
 def ensure_default_corpus(path: Path) -> str | None:
     """Fetch Tiny Shakespeare to ``path`` (the default corpus's place, relative to some
-    checkout) if it is not there yet.
+    checkout) if it is not there yet; if it is, check its sha256, as a fetch does.
 
     Returns:
         Where it came from (see `fetch_default_corpus`), or None if it was there.
 
     Raises:
-        CorpusError: if it is missing and cannot be fetched.
+        CorpusError: if it is missing and cannot be fetched, or if the file there is not
+            Tiny Shakespeare (truncated, edited): saying how to fetch it again, or how
+            to train on that text anyway.
     """
-    return None if path.is_file() else fetch_default_corpus(path)
+    if not path.is_file():
+        return fetch_default_corpus(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise unreadable(path, e) from None
+    if hashlib.sha256(raw).hexdigest() != TINY_SHAKESPEARE_SHA256:
+        raise CorpusError(
+            f"{path} is the default corpus's place, but the file there is not Tiny "
+            f"Shakespeare ({len(raw):,} bytes, expected {TINY_SHAKESPEARE_BYTES:,}; its "
+            f"sha256 differs): a truncated or edited copy. Delete it and run again to "
+            f"fetch it afresh (rm {path}), or, to train on that text as it is, move it "
+            "out of the default place and name it with data.path, e.g. "
+            f"mv {path} mytext.txt and data.path=mytext.txt"
+        )
+    return None
 
 
 def _atomic_write_bytes(path: Path, raw: bytes) -> None:

@@ -13,6 +13,7 @@ products unless asked), so their tolerances mean the same on both.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,29 +145,50 @@ GLOO_THREAD_ABORT = "terminate called without an active exception"
 
 
 def torchrun(
-    *args, cwd=ROOT, nproc: int = 2, retry_gloo_abort: bool = False
+    *args,
+    cwd=ROOT,
+    nproc: int = 2,
+    retry_gloo_abort: bool = False,
+    run_folder: Path | None = None,
 ) -> subprocess.CompletedProcess:
     """Run a script under torchrun with ``nproc`` processes, one CPU thread each.
 
     retry_gloo_abort: run once more if a rank died with GLOO_THREAD_ABORT, a fault of
-    the backend rather than of the code under test; only for runs that write all
-    their outputs afresh (a retried training run with resume=True would not).
+    the backend rather than of the code under test. Only for runs that write all their
+    outputs afresh, or that name the ``run_folder`` they write.
+    run_folder: the out_dir of a training run: copied before the first try and put back
+    as it was before a retry, so the retry starts from the same files (a fresh run from
+    none, a resumed run from the same checkpoint).
     """
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     cmd.append(f"--nproc_per_node={nproc}")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for _ in range(2 if retry_gloo_abort else 1):
-        result = subprocess.run(
-            cmd + [str(a) for a in args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            timeout=TIMEOUT_S,
-        )
-        if result.returncode == 0 or GLOO_THREAD_ABORT not in result.stderr:
-            break
+    before = None
+    if retry_gloo_abort and run_folder is not None:
+        before = run_folder.with_name(run_folder.name + ".before-torchrun")
+        shutil.rmtree(before, ignore_errors=True)
+        if run_folder.exists():
+            shutil.copytree(run_folder, before)
+    try:
+        for attempt in range(2 if retry_gloo_abort else 1):
+            if attempt and run_folder is not None:
+                shutil.rmtree(run_folder, ignore_errors=True)
+                if before.exists():
+                    shutil.copytree(before, run_folder)
+            result = subprocess.run(
+                cmd + [str(a) for a in args],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                timeout=TIMEOUT_S,
+            )
+            if result.returncode == 0 or GLOO_THREAD_ABORT not in result.stderr:
+                break
+    finally:
+        if before is not None:
+            shutil.rmtree(before, ignore_errors=True)
     return result
 
 

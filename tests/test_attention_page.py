@@ -18,6 +18,7 @@ import torch
 from test_attention_explorer import PROMPT, VOCAB, ids_of, parse_table, save_sharp_checkpoint
 
 import explore_attention
+from conftest import TIMEOUT_S
 from data.tokenizer import CharTokenizer
 from viz.attention_server import (
     DATA_CLOSE,
@@ -255,21 +256,27 @@ def test_cli_refuses_to_serve_what_it_cannot(tmp_path, capsys):
         )
 
 
-def test_serve_prints_its_address_and_stops_cleanly_on_ctrl_c(tmp_path, capsys):
+def test_serve_prints_its_address_and_stops_cleanly_on_ctrl_c(tmp_path, capsys, monkeypatch):
     path = tmp_path / "ckpt.pt"
     save_sharp_checkpoint(path)
     with socket.socket() as probe:  # a port free a moment ago
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     pages = []
+    # Browse once the server serves, however long loading the model took: no polling
+    # against the clock (a busy machine could outlast any number of tries).
+    serving = threading.Event()
+    serve_forever = ExplorerServer.serve_forever
+
+    def announced_serve_forever(self, *args, **kwargs):
+        serving.set()
+        return serve_forever(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExplorerServer, "serve_forever", announced_serve_forever)
 
     def browse_then_press_ctrl_c():
-        for _ in range(100):
-            try:
-                pages.append(fetch(f"http://127.0.0.1:{port}/")[0])
-                break
-            except OSError:
-                threading.Event().wait(0.1)
+        if serving.wait(timeout=TIMEOUT_S):  # the timeout only keeps a hang from stalling CI
+            pages.append(fetch(f"http://127.0.0.1:{port}/")[0])
         _thread.interrupt_main()  # what Ctrl-C does: KeyboardInterrupt in the main thread
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)

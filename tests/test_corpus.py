@@ -201,3 +201,29 @@ def test_any_unicode_corpus_round_trips_or_fails_cleanly(tmp_path, text, val_fra
             corpus.check_fits(block_size)
         except CorpusError as e:
             assert "block_size" in str(e)
+
+
+def test_a_truncated_default_corpus_is_refused_with_the_way_out(
+    tmp_path, monkeypatch, shakespeare_path
+):
+    """data/tinyshakespeare/input.txt, where the default data.path points, is checked
+    like a fetched copy: a truncated one is refused, saying how to fetch it again and
+    how to train on it anyway; the real one is accepted."""
+    from data.corpus import DEFAULT_CORPUS_PATH
+
+    monkeypatch.chdir(tmp_path)
+    default = tmp_path / DEFAULT_CORPUS_PATH
+    default.parent.mkdir(parents=True)
+    text = shakespeare_path.read_bytes()
+    default.write_bytes(text[:100_000])
+    with pytest.raises(CorpusError) as e:
+        prepare_corpus(DEFAULT_CORPUS_PATH, 0.1, tmp_path / "cache")
+    message = str(e.value)
+    assert "is not Tiny Shakespeare (100,000 bytes, expected 1,115,394" in message
+    assert f"rm {DEFAULT_CORPUS_PATH}" in message and "data.path=mytext.txt" in message
+    assert not (tmp_path / "cache").exists()  # refused before any preparation
+
+    (tmp_path / "mytext.txt").write_bytes(text[:100_000])  # the way to use it anyway
+    assert len(prepare_corpus("mytext.txt", 0.1, tmp_path / "cache").val_ids) == 10_000
+    default.write_bytes(text)
+    assert len(prepare_corpus(DEFAULT_CORPUS_PATH, 0.1, tmp_path / "cache").val_ids) == 111_540

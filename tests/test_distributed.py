@@ -57,10 +57,10 @@ def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):
 
 def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
     overrides = tiny_overrides(tmp_path, shakespeare_path, device="cpu", **{"train.max_iters": 4})
-    r = torchrun("train.py", *overrides)
+    out = tmp_path / "run"
+    r = torchrun("train.py", *overrides, retry_gloo_abort=True, run_folder=out)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "global batch 8 x 1 accumulation x 2 ranks" in r.stdout
-    out = tmp_path / "run"
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("events")).__len__() == 1
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["iter_num"] == 4 and ckpt["rng"]["world_size"] == 2
@@ -70,7 +70,7 @@ def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
     resumed = tiny_overrides(
         tmp_path, shakespeare_path, device="cpu", **{"train.max_iters": 6, "train.resume": True}
     )
-    r = torchrun("train.py", *resumed)
+    r = torchrun("train.py", *resumed, retry_gloo_abort=True, run_folder=out)
     assert r.returncode == 0, r.stderr[-3000:]
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 6
 

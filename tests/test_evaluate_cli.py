@@ -125,3 +125,16 @@ def test_the_test_split_is_never_read_by_training(tmp_path, monkeypatch):
     assert len(read) > 6 * 8 * 33 and z not in read.tolist()
     score = evaluate.score_split(str(tmp_path / "run"), split="test", device_name="cpu")
     assert score.characters == 330 and score.loss > 1.0  # Z was never trained on
+
+
+def test_data_path_errors_name_the_flag(sampled_run, tmp_path):
+    """A corpus given with --data-path is named by that flag, not by the config key."""
+    cfg, _ = sampled_run
+    r = run_evaluate("--out-dir", cfg.out_dir, "--data-path", tmp_path / "missing.txt")
+    assert r.returncode == 2
+    assert f"error: --data-path: no such file or folder: {tmp_path / 'missing.txt'}" in r.stderr
+    assert "data.path" not in r.stderr
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusError) as e:
+        evaluate.score_split(cfg.out_dir, data_path=str(tmp_path / "empty"), device_name="cpu")
+    assert str(e.value).startswith("--data-path: ") and "data.path" not in str(e.value)

@@ -1,11 +1,14 @@
 """bench/gpu_check.py in its CPU mode (--device cpu --quick): every step runs, tiny, and
 the table says what each found; a failing step does not stop the next one."""
 
+import io
 import os
 import runpy
 import signal
 import subprocess
 import sys
+import time
+import types
 
 import torch
 
@@ -96,7 +99,10 @@ def test_missing_corpus_and_missing_gpu_are_named_before_any_step(tmp_path):
     assert not (tmp_path / "report").exists()
 
 
-def test_a_command_past_its_limit_is_asked_to_stop_then_killed(tmp_path):
+def test_a_command_past_its_limit_is_asked_to_stop_then_killed(tmp_path, monkeypatch):
+    """SIGTERM grace_s before the limit, SIGKILL at it. run_timed's clock is a fake one
+    that moves on only once the command has done what it should by then (started; then
+    answered SIGTERM), so a busy machine slow to start Python cannot fail the test."""
     run_timed = runpy.run_path(str(ROOT / "bench" / "timed_process.py"))["run_timed"]
     stubborn = (  # answers SIGTERM with a line, then keeps running
         "import signal, time\n"
@@ -104,12 +110,23 @@ def test_a_command_past_its_limit_is_asked_to_stop_then_killed(tmp_path):
         "print('started', flush=True)\n"
         "time.sleep(60)\n"
     )
-    with open(tmp_path / "log", "w", encoding="utf-8") as log:
-        r = run_timed([sys.executable, "-c", stubborn], limit_s=6, grace_s=3, log=log, cwd=tmp_path)
+    log = io.StringIO()  # run_timed writes each line here, under its lock
+    clock = types.SimpleNamespace(now=0.0)
+    real_start = time.monotonic()
+
+    def sleep(seconds):
+        time.sleep(0.01)
+        expected = "started" if clock.now < 3 else "asked to stop"  # SIGTERM at 6 - 3 s
+        if expected in log.getvalue() or time.monotonic() - real_start > TIMEOUT_S:
+            clock.now += seconds
+
+    fake_time = types.SimpleNamespace(monotonic=lambda: clock.now, sleep=sleep)
+    monkeypatch.setitem(run_timed.__globals__, "time", fake_time)
+    r = run_timed([sys.executable, "-c", stubborn], limit_s=6, grace_s=3, log=log, cwd=tmp_path)
     assert r.timed_out and not r.stopped_at_marker
-    assert r.returncode == -signal.SIGKILL and 6 <= r.seconds < 20
+    assert r.returncode == -signal.SIGKILL and 6 <= r.seconds < 6.5
     assert r.stdout.splitlines() == ["started", "asked to stop"]
-    assert (tmp_path / "log").read_text(encoding="utf-8").splitlines() == r.stdout.splitlines()
+    assert log.getvalue().splitlines() == r.stdout.splitlines()
 
 
 def test_test_counts_are_read_from_a_stopped_run_in_either_format():

@@ -332,6 +332,28 @@ def validate(cfg: RunConfig) -> list[str]:
     return problems + relations(cfg)
 
 
+SHIPPED_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def shipped_configs_hint(missing: Path) -> str:
+    """For a --config file that is not there: ' (did you mean X?); the configs that
+    exist: ...' (the checkout's configs/*.yaml, as paths from the current folder where
+    they are under it), or "" when there are none."""
+    shipped = sorted(SHIPPED_CONFIGS.glob("*.yaml"))
+    if not shipped:
+        return ""
+
+    def shown(path: Path) -> str:
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return str(path)
+
+    close = difflib.get_close_matches(missing.name, [p.name for p in shipped], n=1)
+    meant = f" (did you mean {shown(SHIPPED_CONFIGS / close[0])}?)" if close else ""
+    return f"{meant}; the configs that exist: {', '.join(shown(p) for p in shipped)}"
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
     """Read a YAML config (optional), apply ``section.key=value`` overrides, validate.
 
@@ -348,6 +370,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
         path = Path(path)
         try:
             tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError as e:
+            raise ConfigError(
+                f"cannot read config file {path}: {e.strerror}{shipped_configs_hint(path)}"
+            ) from None
         except OSError as e:
             raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
         except UnicodeDecodeError as e:

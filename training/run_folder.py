@@ -140,3 +140,28 @@ class RunFolder:
                 except OSError:
                     break  # not empty: something else is in there now
         self._made_lock_file, self._made_folders = False, []
+
+
+def run_in_progress(out_dir: Path) -> bool | None:
+    """Whether a training run holds ``out_dir`` now (its lock on ``.lock`` is taken):
+    True or False, or None where that cannot be told (no lock file, or no advisory
+    locks, as on Windows).
+
+    Asks for a shared lock without waiting and gives it back at once, so a run that
+    starts in that same instant may find the folder held (and says so).
+    """
+    lock_path = Path(out_dir) / LOCK_NAME
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        with open(lock_path, "rb") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            return False
+    except OSError:
+        return None

@@ -123,17 +123,26 @@ def resolve_schedule_length(cfg, saved_length: int | None, start: int) -> tuple[
 
 
 def schedule_notices(cfg) -> list[str]:
-    """Things about the schedule a user may not expect, to say once at the start
-    (``cfg``: TrainConfig with lr_decay_iters resolved)."""
+    """Things about the run's step schedule (warmup, decay, weight averaging) a user may
+    not expect, to say once at the start (``cfg``: TrainConfig with lr_decay_iters
+    resolved)."""
+    notes = []
     if cfg.warmup_iters >= cfg.max_iters:
-        return [
+        notes.append(
             f"note: train.warmup_iters={cfg.warmup_iters} >= train.max_iters="
             f"{cfg.max_iters}: the learning rate never reaches train.learning_rate"
-        ]
-    if cfg.lr_decay_iters > cfg.max_iters:
-        return [
+        )
+    elif cfg.lr_decay_iters > cfg.max_iters:
+        notes.append(
             f"note: the learning-rate schedule runs to train.lr_decay_iters="
             f"{cfg.lr_decay_iters}, past train.max_iters={cfg.max_iters}; this run stops "
             f"before the decay ends (set train.lr_decay_iters={cfg.max_iters} to finish it)"
-        ]
-    return []
+        )
+    if cfg.ema_decay > 0 and cfg.ema_start >= cfg.max_iters:
+        # training.averaging folds in the weights after a step only once steps > ema_start.
+        notes.append(
+            f"note: train.ema_start={cfg.ema_start} >= train.max_iters={cfg.max_iters}: "
+            "weight averaging never begins, and the run evaluates and saves the trained "
+            f"weights (set train.ema_start below {cfg.max_iters} to average)"
+        )
+    return notes
