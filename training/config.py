@@ -18,6 +18,7 @@ from typing import Literal
 
 import yaml
 
+from training.schedule import warmup_outlasting_schedule
 from training.settings import (
     SECTIONS,
     DataConfig,
@@ -273,6 +274,8 @@ def validate(cfg: RunConfig) -> list[str]:
         problems.append(f"train.warmup_iters must be >= 0, got {t.warmup_iters}")
     if t.lr_decay_iters is not None and t.lr_decay_iters <= 0:
         problems.append(f"train.lr_decay_iters must be > 0, got {t.lr_decay_iters}")
+    if t.warmup_iters >= 0 and t.lr_decay_iters is not None and t.lr_decay_iters > 0:
+        problems += filter(None, [warmup_outlasting_schedule(t)])
     if not 0 <= cfg.seed < 2**32:
         problems.append(f"seed must be in [0, 2**32), got {cfg.seed}")
     if cfg.out_dir is not None and not str(cfg.out_dir).strip():
