@@ -29,6 +29,7 @@ from training.settings import (
     RunConfig,
     TrainConfig,
 )
+from training.yaml_errors import describe_yaml_error
 
 __all__ = [
     "SECTIONS",
@@ -331,13 +332,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
     if path is not None:
         path = Path(path)
         try:
-            tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            text = path.read_text(encoding="utf-8")
+            tree = yaml.safe_load(text) or {}
         except OSError as e:
             raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
         except UnicodeDecodeError as e:
             raise ConfigError(f"{path} is not UTF-8 text (byte offset {e.start})") from None
         except yaml.YAMLError as e:
-            raise ConfigError(f"{path} is not valid YAML: {e}") from None
+            raise ConfigError(describe_yaml_error(path, text, e)) from None
         if not isinstance(tree, dict):
             raise ConfigError(f"{path} must hold a mapping of sections (data, model, train)")
         for key, value in tree.items():
