@@ -18,6 +18,7 @@ from typing import Literal
 
 import yaml
 
+from data.escapes import unescape_argument
 from training.schedule import warmup_outlasting_schedule
 from training.settings import (
     SECTIONS,
@@ -310,6 +311,14 @@ def validate(cfg: RunConfig) -> list[str]:
             f"train.attention_interval must be >= 0 (0: heatmaps at every evaluation), "
             f"got {t.attention_interval}"
         )
+    for key, text in (
+        ("train.sample_prompt", t.sample_prompt),
+        ("train.attention_prompt", t.attention_prompt),
+    ):
+        try:
+            unescape_argument(key, text)  # read as sample.py reads --prompt
+        except ValueError as e:
+            problems.append(str(e))
     if t.sample_tokens > 0 and not t.sample_prompt:
         problems.append(
             "train.sample_prompt is empty; set it, or train.sample_tokens=0 for no sample"
