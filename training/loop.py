@@ -50,7 +50,7 @@ from training.optim import build_optimizer
 from training.result import TrainResult
 from training.rng import seed_everything
 from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
-from training.run_writer import RunWriter
+from training.run_writer import RunWriter, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
 from training.tensorboard_views import TensorBoardViews
 
@@ -261,7 +261,7 @@ class Trainer:
             # On resume, drop events a stopped run may have logged after its checkpoint.
             self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
             self.writer.hyperparameters(self.cfg.to_dict())
-        notes = schedule_notices(tc) + [self.schedule_note]
+        notes = schedule_notices(tc) + [self.schedule_note, tensorboard_line(cfg)]
         n_params, changed = self.model.num_params(), self.changed_on_resume
         for line in start_lines(
             cfg, dist, self.device, n_params, self.tokens_per_iter, start, notes, changed
