@@ -48,7 +48,7 @@ from training.interrupt import StopRequest
 from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
 from training.result import TrainResult
-from training.rng import seed_everything
+from training.rng import seed_everything, seed_rank_stream
 from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
 from training.run_writer import RunWriter, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
@@ -125,6 +125,7 @@ class Trainer:
         self.fast_model = compile_model(self.model, self.device) if tc.compile else self.model
         self.train_model = wrap_for_data_parallel(self.fast_model, dist, self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
+        seed_rank_stream(cfg.seed, dist.rank)  # same weights, each rank its own dropout
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         # Each rank draws its own batches; rank 0 keeps the single-process stream.
         seed, block_size = cfg.seed + dist.rank, cfg.model.block_size
