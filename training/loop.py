@@ -262,7 +262,8 @@ class Trainer:
             # On resume, drop events a stopped run may have logged after its checkpoint.
             self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
             self.writer.hyperparameters(self.cfg.to_dict())
-        notes = schedule_notices(tc) + [self.schedule_note, tensorboard_line(cfg)]
+        notes = schedule_notices(tc) + [self.schedule_note, self.evaluator.note]
+        notes.append(tensorboard_line(cfg))
         n_params, changed = self.model.num_params(), self.changed_on_resume
         for line in start_lines(
             cfg, dist, self.device, n_params, self.tokens_per_iter, start, notes, changed
