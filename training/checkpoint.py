@@ -20,6 +20,8 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     rng              {"world_size": N, "ranks": [...]}: for each rank, its python, numpy,
                      torch (and cuda) RNG states and its batch sampler's position
                      (absent in weights-only files)
+    corpus           the files and splits trained on, see `training.corpus_record`
+                     (ckpt.pt only; absent in files written before it existed)
 
 `checkpoint_contents` and `training_state` build it; `check_resume` says whether a run
 may continue from it, `restore_training_state` puts the optimizer and RNGs back.
@@ -52,6 +54,7 @@ RUN_CONTROL_KEYS = (
     "train.overwrite",
     "model.vocab_size",
     "train.lr_decay_iters",
+    "train.accept_changed_corpus",
 )
 
 

@@ -36,6 +36,7 @@ from training.checkpoint import (
 from training.compile import compile_model
 from training.config import RunConfig
 from training.console import Console, Throughput, start_lines
+from training.corpus_record import CORPUS_KEY, check_corpus_on_resume, corpus_record
 from training.device import autocast_context
 from training.distributed import (
     all_reduce,
@@ -109,6 +110,13 @@ class Trainer:
         self.changed_on_resume = (
             check_resume(ckpt, cfg, self.corpus.tokenizer.chars, resume_path) if ckpt else []
         )
+        self.corpus_record = corpus_record(self.corpus)  # saved in ckpt.pt
+        self.corpus_notes = []
+        if ckpt:
+            accept = tc.accept_changed_corpus
+            self.corpus_notes = check_corpus_on_resume(
+                ckpt, self.corpus_record, accept, resume_path
+            )
         tc.lr_decay_iters, self.schedule_note = resolve_schedule_length(
             tc,
             ckpt["config"]["train"]["lr_decay_iters"] if ckpt else None,
@@ -204,7 +212,9 @@ class Trainer:
             self.optimizer, self.sampler, self.dist, self.device, self.average, self.model
         )
         if self.dist.is_main:
-            save_checkpoint({**contents, **state}, self.out_dir / CKPT_NAME)
+            save_checkpoint(
+                {**contents, **state, CORPUS_KEY: self.corpus_record}, self.out_dir / CKPT_NAME
+            )
             if best:
                 save_checkpoint(contents, self.out_dir / BEST_NAME)
 
@@ -262,7 +272,8 @@ class Trainer:
             # On resume, drop events a stopped run may have logged after its checkpoint.
             self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
             self.writer.hyperparameters(self.cfg.to_dict())
-        notes = schedule_notices(tc) + [self.schedule_note, self.evaluator.note]
+        notes = self.corpus_notes + schedule_notices(tc)
+        notes += [self.schedule_note, self.evaluator.note]
         notes.append(tensorboard_line(cfg))
         n_params, changed = self.model.num_params(), self.changed_on_resume
         for line in start_lines(
