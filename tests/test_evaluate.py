@@ -73,6 +73,15 @@ def test_evaluation_logits_stay_within_a_training_steps_at_a_large_vocabulary(mo
         assert f"{got[split]:.4f}" == f"{expected[split]:.4f}"
 
 
+def test_the_models_vocabulary_sizes_the_rows_not_the_scored_corpus(monkeypatch):
+    """evaluate.py --data-path scores a corpus with fewer characters than the model's."""
+    monkeypatch.setattr("training.evaluate.EVAL_LOGITS_FLOOR", 0)
+    cfg, _, _, _ = evaluation_setup(eval_batch_size=128)
+    cfg.train.batch_size = 8
+    small = Evaluator(fake_corpus(100), cfg, DistContext(), torch.device("cpu"))
+    assert small.batch_size == 8  # VOCAB-wide logits, as the model makes them
+
+
 @pytest.mark.parametrize(
     ("vocab", "expected"), [(65, 128), (2_000, 128), (8_000, 32), (69_498, 32), (10**6, 32)]
 )

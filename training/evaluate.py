@@ -155,7 +155,9 @@ class Evaluator:
             "val": EvaluationWindows(corpus.val_ids, T, tc.eval_tokens),
             "train": EvaluationWindows(corpus.train_ids, T, tc.eval_train_tokens),
         }
-        vocab = corpus.tokenizer.vocab_size
+        # The model's vocabulary sizes the logits (evaluate.py --data-path may score a
+        # corpus with fewer characters).
+        vocab = cfg.model.vocab_size or corpus.tokenizer.vocab_size
         self.batch_size = rows_per_forward(tc.eval_batch_size, tc.batch_size, T, vocab)
         self.dist, self.device, self.autocast = dist, device, autocast
         # What the run says at its start when the evaluation batch was lowered.
