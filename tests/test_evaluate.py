@@ -73,13 +73,12 @@ def test_evaluation_logits_stay_within_a_training_steps_at_a_large_vocabulary(mo
         assert f"{got[split]:.4f}" == f"{expected[split]:.4f}"
 
 
-def test_the_models_vocabulary_sizes_the_rows_not_the_scored_corpus(monkeypatch):
+def test_the_models_vocabulary_sizes_the_rows_not_the_scored_corpus():
     """evaluate.py --data-path scores a corpus with fewer characters than the model's."""
-    monkeypatch.setattr("training.evaluate.EVAL_LOGITS_FLOOR", 0)
     cfg, _, _, _ = evaluation_setup(eval_batch_size=128)
-    cfg.train.batch_size = 8
     small = Evaluator(fake_corpus(100), cfg, DistContext(), torch.device("cpu"))
-    assert small.batch_size == 8  # VOCAB-wide logits, as the model makes them
+    # VOCAB-wide logits, as the model makes them: 34 windows fill EVAL_LOGITS_FLOOR.
+    assert small.batch_size == EVAL_LOGITS_FLOOR // (T * VOCAB) == 34
 
 
 @pytest.mark.parametrize(
