@@ -57,6 +57,12 @@ RUN_CONTROL_KEYS = (
     "train.accept_changed_corpus",
 )
 
+# What a changed setting does on resume, where that is not what its name suggests.
+RESUME_EFFECTS = {
+    "seed": " (the TensorBoard sample's seed only: batches and dropout continue the "
+    "checkpoint's random streams)",
+}
+
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable or incompatible; the message names the file."""
@@ -230,7 +236,7 @@ def check_resume(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> li
         raise ConfigError(f"cannot resume from {path}:\n  - " + "\n  - ".join(problems))
     old, new = flatten(ckpt["config"]), flatten(cfg.to_dict())
     return [
-        f"{key}: {old.get(key)} -> {value}"
+        f"{key}: {old.get(key)} -> {value}" + RESUME_EFFECTS.get(key, "")
         for key, value in new.items()
         if key not in RUN_CONTROL_KEYS and old.get(key) != value
     ]
