@@ -27,6 +27,8 @@ import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from data import CorpusError
+from data.decoding import normalize_newlines
+from data.escapes import ESCAPES_HELP, unescape_argument
 from training import CheckpointError, load_checkpoint, model_from_checkpoint
 from training.config import ConfigError
 from training.device import resolve_device
@@ -62,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--prompt",
         default=None,
-        help="text to look at (at most block_size chars); with --serve optional: the page asks",
+        help="text to look at (at most block_size chars); with --serve optional: the page "
+        f"asks; {ESCAPES_HELP} (as sample.py reads them)",
     )
     p.add_argument(
         "--layer", type=int, default=-1, help="layer of the table, 0-based (default -1: last)"
@@ -92,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_modes(args: argparse.Namespace) -> None:
-    """The flags that do not depend on the model.
+    """The flags that do not depend on the model; reads --prompt's escapes
+    (`data.escapes`, as sample.py does) into ``args.prompt``.
 
     Raises:
         ValueError: naming the flag to change.
@@ -101,6 +105,8 @@ def check_modes(args: argparse.Namespace) -> None:
         raise ValueError("--dpi must be > 0 and --decimals >= 0")
     if args.prompt is None and not args.serve:
         raise ValueError("--prompt is required (with --serve it is optional: the page asks)")
+    if args.prompt is not None:
+        args.prompt = normalize_newlines(unescape_argument("--prompt", args.prompt))
     if args.serve and args.html:
         raise ValueError("--html writes the page for one prompt without a server; drop --serve")
     if not 0 <= args.port <= 65535:

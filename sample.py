@@ -3,6 +3,11 @@
     python sample.py --out-dir runs/shakespeare_char_cpu --prompt "ROMEO:" \\
         --max-new-tokens 500 --num-samples 3 --temperature 0.8 --top-k 40 --seed 1337
     python sample.py --prompt-file prompt.txt --top-p 0.9 --stop '\\n\\n'
+    python sample.py --prompt 'int main(void)\\n{' --stop '\\n}'
+
+--prompt and --stop read text the same way: \\n is a newline, \\t a tab, \\\\ a
+backslash, \\u00e9 the character U+00E9 (any other backslash is kept as typed; see
+data/escapes.py). --prompt-file is taken as the file has it.
 
 The vocabulary comes from the checkpoint itself; the same seed gives the same text.
 One sample is printed as it is generated (--no-stream waits for the end); several
@@ -20,7 +25,7 @@ from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_pat
 from cli.stop_sequences import StopSequences
 from data import CorpusError
 from data.decoding import normalize_newlines
-from data.escapes import unescape
+from data.escapes import ESCAPES_HELP, unescape_argument
 from model.sampling import (
     SamplingArgumentError,
     SamplingError,
@@ -54,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--prompt",
         default="",
         help="text to continue; empty starts from a newline (or a space, or the "
-        "first vocabulary character if the corpus has neither)",
+        f"first vocabulary character if the corpus has neither); {ESCAPES_HELP}",
     )
     source.add_argument("--prompt-file", help="read the prompt from this UTF-8 text file")
     p.add_argument("--max-new-tokens", type=int, default=500, help="characters per sample")
@@ -74,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="STRING",
         help="end a sample when it generates STRING (which is not printed); repeatable; "
-        "escapes such as \\n, \\t, \\\\ and \\u00e9 are understood",
+        + ESCAPES_HELP,
     )
     p.add_argument(
         "--stream",
@@ -108,6 +113,7 @@ def read_prompt_file(path: str) -> str:
 
 def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
     """Validate every argument that needs no checkpoint; return (stream, stop strings).
+    Reads the escapes of --prompt (into ``args.prompt``) and --stop (`data.escapes`).
 
     Raises:
         ValueError: naming the flag, for any bad value.
@@ -125,12 +131,10 @@ def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
             "or --no-stream to print the batch when it is done"
         )
     stream = args.num_samples == 1 if args.stream is None else args.stream
+    args.prompt = normalize_newlines(unescape_argument("--prompt", args.prompt))
     stops = []
     for raw in args.stop:
-        try:
-            stop = normalize_newlines(unescape(raw))
-        except ValueError as e:
-            raise ValueError(f"--stop {raw!r}: {e}") from None
+        stop = normalize_newlines(unescape_argument("--stop", raw))
         if not stop:
             raise ValueError("--stop needs a non-empty string")
         stops.append(stop)
@@ -153,7 +157,7 @@ def _main(argv: list[str] | None) -> int:
         sys.stdout.reconfigure(errors="replace")
     try:
         stream, stop_strings = check_arguments(args)
-        prompt = normalize_newlines(args.prompt)
+        prompt = args.prompt
         if args.prompt_file is not None:
             prompt = read_prompt_file(args.prompt_file)
         device = resolve_device(args.device)

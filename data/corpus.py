@@ -68,6 +68,7 @@ class Corpus:
             whether the arrays were prepared now or read from the cache.
         test_ids: (N_test,) token ids of the held-out test split (empty when
             data.test_fraction is 0); never used by training.
+        files: (name, size in bytes, sha256 hex) of each file, in reading order.
     """
 
     tokenizer: CharTokenizer
@@ -77,6 +78,7 @@ class Corpus:
     fingerprint: str
     origin: str = ""
     test_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint16))
+    files: tuple = ()
 
     def check_fits(self, block_size: int, vocab_size: int = 0) -> None:
         """Ensure each split (the test split too, when there is one) holds at least one
@@ -180,7 +182,8 @@ def prepare_corpus(
     if say is not None and not progress and sources.total_bytes >= PROGRESS_MIN_BYTES:
         say(f"reading {sources.describe()}: hashing it, then preparing it unless cached")
     with bytes_bar(show, sources.total_bytes, "hashing corpus files") as on_bytes:
-        fingerprint = sources.fingerprint(on_bytes)
+        files: list = []
+        fingerprint = sources.fingerprint(on_bytes, files)
     settings = [fingerprint, decode_errors, normalization, f"format {CACHE_FORMAT}"]
     if len(sources.files) > 1:
         settings.append(f"separator {text.separator!r}")
@@ -205,6 +208,7 @@ def prepare_corpus(
         given,
         fingerprint,
         test_ids=_mapped(tokens, tokenizer.dtype, n_train + n_val, n_test),
+        files=tuple(files),
     )
     corpus.origin = _describe(corpus, described, meta.get("replaced_bytes", 0), how)
     return corpus

@@ -1,7 +1,17 @@
-r"""Backslash escapes in text typed on a command line or in YAML: sample.py's --stop
-('\n\n') and data.separator ('\n') spell newlines and tabs this way.
+r"""How text typed on a command line or in a config is read: backslash escapes, the
+same for every flag and key that takes text.
+
+    sample.py          --prompt, --stop
+    explore_attention.py  --prompt
+    config keys        data.separator, train.sample_prompt, train.attention_prompt
+
+In all of them ``\n`` is a newline, ``\t`` a tab, ``\\`` one backslash, and
+``\xHH``, ``\uHHHH``, ``\UHHHHHHHH`` the character with that code, as in Python
+string literals; any other backslash is kept as typed (``C:\q`` stays ``C:\q``).
+A file (--prompt-file, the corpus) is taken as it is, escapes and all.
 
     unescape(r"하늘\n") == "하늘" + chr(10)
+    unescape(r"a\\nb") == "a" + "\\" + "nb"     # a literal backslash, then n
 """
 
 import re
@@ -26,6 +36,22 @@ _SIMPLE_ESCAPES = {
     "'": "'",
     '"': '"',
 }
+
+
+# The --help text of every flag that reads escapes (see the module docstring).
+ESCAPES_HELP = "escapes: \\n newline, \\t tab, \\\\ backslash, \\u00e9 a character"
+
+
+def unescape_argument(name: str, text: str) -> str:
+    """`unescape` for the value of flag or key ``name``, whose errors name it.
+
+    Raises:
+        ValueError: ``"--stop 'x\\u12': the escape ..."``, for a malformed escape.
+    """
+    try:
+        return unescape(text)
+    except ValueError as e:
+        raise ValueError(f"{name} {text!r}: {e}") from None
 
 
 def unescape(text: str) -> str:

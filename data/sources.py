@@ -72,12 +72,15 @@ class CorpusSources:
         matching = "" if self.include == "*" else f" matching {self.include}"
         return f"{self.given} ({len(self.files):,} files{matching}, {megabytes})"
 
-    def fingerprint(self, on_bytes: Callable[[int], None] | None = None) -> str:
+    def fingerprint(
+        self, on_bytes: Callable[[int], None] | None = None, per_file: list | None = None
+    ) -> str:
         """sha256 (hex) over every file's name, size and content hash, in order.
 
         Args:
             on_bytes: called with the number of bytes after each block read (for a
                 progress bar).
+            per_file: if given, (name, size, sha256 hex) of each file is appended to it.
 
         Raises:
             CorpusError: naming a file that cannot be read, or that changed size
@@ -102,6 +105,8 @@ class CorpusSources:
                     f"({source.size:,} bytes, then {size:,}); run again once it is written"
                 )
             digest.update(f"{source.name}\0{size}\0{content.hexdigest()}\n".encode())
+            if per_file is not None:
+                per_file.append((source.name, size, content.hexdigest()))
         return digest.hexdigest()
 
 

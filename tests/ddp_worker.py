@@ -7,7 +7,9 @@ Each rank saves the batch it drew and its weights after the step to OUT/rank{r}.
 "fail" makes rank 1 fail first. "accumulate" runs one float64 step of 4 micro-batches
 of one window per rank on the windows in OUT/windows.pt (rank r takes windows 4r..4r+3)
 and saves its loss, gradient norm and weights to OUT/accumulated{r}.pt
-(see tests/test_accumulation.py).
+(see tests/test_accumulation.py). "dropout" runs one step with model.dropout=0.5 and
+saves where the embedding dropout zeroed its input, and the weights after, to
+OUT/dropout{r}.pt (see tests/test_rng.py).
 """
 
 import sys
@@ -75,9 +77,24 @@ def accumulate(out: Path, corpus: Path) -> None:
     shutdown_distributed()
 
 
+def dropout(out: Path, corpus: Path) -> None:
+    overrides = {"train.max_iters": 1, "model.dropout": 0.5}
+    trainer = Trainer(load_config(None, tiny_overrides(out, corpus, device="cpu", **overrides)))
+    zeros = []
+    trainer.model.dropout.register_forward_hook(lambda _m, _i, output: zeros.append(output == 0))
+    trainer.train_step(0)
+    after = trainer.model.state_dict()
+    torch.save({"zeros": zeros[0], "after": after}, out / f"dropout{trainer.dist.rank}.pt")
+    trainer.close()
+    del trainer
+    shutdown_distributed()
+
+
 if __name__ == "__main__":
     mode = sys.argv[3] if len(sys.argv) > 3 else ""
     if mode == "accumulate":
         accumulate(Path(sys.argv[1]), Path(sys.argv[2]))
+    elif mode == "dropout":
+        dropout(Path(sys.argv[1]), Path(sys.argv[2]))
     else:
         main(Path(sys.argv[1]), Path(sys.argv[2]), mode == "fail")

@@ -245,6 +245,7 @@ def test_the_lists_other_modules_need_are_read_from_the_fields():
         "data.cache_dir",
         "train.resume",
         "train.overwrite",
+        "train.accept_changed_corpus",
     }
     assert set(RUN_CONTROL_KEYS) == {
         "train.resume",
@@ -252,4 +253,5 @@ def test_the_lists_other_modules_need_are_read_from_the_fields():
         "train.overwrite",
         "model.vocab_size",
         "train.lr_decay_iters",
+        "train.accept_changed_corpus",
     }

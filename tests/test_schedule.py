@@ -1,11 +1,19 @@
 """training/schedule.py's notices: what a run says at its start about a step schedule
-that will not do what its keys suggest."""
+that will not do what its keys suggest.
 
+The learning-rate schedule's length against its warmup: a schedule that would end
+during its warmup is refused at load time, naming both keys and the fix; every schedule
+that loads is continuous.
+"""
+
+import math
+
+import pytest
 from torch import nn
 
 from training.averaging import WeightAverage
-from training.config import TrainConfig
-from training.schedule import schedule_notices
+from training.config import ConfigError, TrainConfig, load_config
+from training.schedule import schedule_notices, scheduled_learning_rate
 
 
 def notices(**keys) -> list[str]:
@@ -31,3 +39,59 @@ def test_the_note_matches_when_averaging_begins():
             average.update(nn.Linear(2, 2), steps_done)
         assert average.active is begins
         assert bool(notices(ema_decay=0.99, ema_start=start)) is not begins
+
+
+def largest_jump(tc) -> float:
+    """The largest change of the learning rate between two consecutive steps of a run."""
+    lrs = [scheduled_learning_rate(step, tc) for step in range(tc.max_iters)]
+    return max(abs(b - a) for a, b in zip(lrs, lrs[1:], strict=False))
+
+
+def test_a_warmup_longer_than_the_schedule_is_refused_with_the_fix():
+    given = ["train.warmup_iters=50", "train.lr_decay_iters=40", "train.max_iters=100"]
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, given)
+    message = str(refused.value)
+    assert "train.warmup_iters=50 is not below train.lr_decay_iters=40" in message
+    assert "warm up to 9.80e-04 at step 50, then drop to train.min_lr=1.0e-04 at step 51" in (
+        message
+    )
+    # Either fix it names loads, and gives a schedule without a jump.
+    for fix in ("train.lr_decay_iters=100", "train.warmup_iters=4"):
+        assert fix in message
+        tc = load_config(None, given + [fix]).train
+        tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
+        assert largest_jump(tc) < 3e-4  # the drop it replaces: 8.8e-4
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
+def test_every_schedule_that_loads_is_continuous(schedule):
+    """No step-to-step change larger than one warmup step or one step of the decay."""
+    for warmup in (0, 1, 5, 20, 39, 40, 41, 60):
+        for decay in (None, 1, 10, 40, 41, 80):
+            given = [f"train.warmup_iters={warmup}", "train.max_iters=80"]
+            given += [f"train.lr_schedule={schedule}"]
+            if decay is not None:
+                given.append(f"train.lr_decay_iters={decay}")
+            try:
+                tc = load_config(None, given).train
+            except ConfigError:
+                assert decay is not None and warmup >= decay  # only those are refused
+                continue
+            tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
+            warmup_step = tc.learning_rate / (warmup + 1)
+            decay_iters = tc.lr_decay_iters - warmup
+            if schedule == "wsd":
+                warmdown = max(1, round(tc.warmdown_fraction * tc.lr_decay_iters))
+                decay_iters = tc.lr_decay_iters - max(warmup, tc.lr_decay_iters - warmdown)
+            decay_step = math.pi / 2 * (tc.learning_rate - tc.min_lr) / max(1, decay_iters)
+            assert largest_jump(tc) <= max(warmup_step, decay_step) + 1e-12, (warmup, decay)
+
+
+def test_a_warmup_as_long_as_the_run_still_loads():
+    """lr_decay_iters = max_iters with a longer warmup is what the default (null) gives:
+    the peak is never reached, and there is no drop (a note says so at the start)."""
+    tc = load_config(
+        None, ["train.warmup_iters=100", "train.max_iters=50", "train.lr_decay_iters=50"]
+    ).train
+    assert largest_jump(tc) == pytest.approx(1e-3 / 101)

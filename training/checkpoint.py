@@ -20,6 +20,8 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     rng              {"world_size": N, "ranks": [...]}: for each rank, its python, numpy,
                      torch (and cuda) RNG states and its batch sampler's position
                      (absent in weights-only files)
+    corpus           the files and splits trained on, see `training.corpus_record`
+                     (ckpt.pt only; absent in files written before it existed)
 
 `checkpoint_contents` and `training_state` build it; `check_resume` says whether a run
 may continue from it, `restore_training_state` puts the optimizer and RNGs back.
@@ -48,6 +50,12 @@ ARCHITECTURE_KEYS = tuple(
 # Settings that may change on resume without a note (the schedule's length has its own):
 # the fields marked resume_may_change.
 RUN_CONTROL_KEYS = keys_marked("resume_may_change")
+
+# What a changed setting does on resume, where that is not what its name suggests.
+RESUME_EFFECTS = {
+    "seed": " (the TensorBoard sample's seed only: batches and dropout continue the "
+    "checkpoint's random streams)",
+}
 
 
 class CheckpointError(RuntimeError):
@@ -222,7 +230,7 @@ def check_resume(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> li
         raise ConfigError(f"cannot resume from {path}:\n  - " + "\n  - ".join(problems))
     old, new = flatten(ckpt["config"]), flatten(cfg.to_dict())
     return [
-        f"{key}: {old.get(key)} -> {value}"
+        f"{key}: {old.get(key)} -> {value}" + RESUME_EFFECTS.get(key, "")
         for key, value in new.items()
         if key not in RUN_CONTROL_KEYS and old.get(key) != value
     ]

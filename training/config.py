@@ -19,6 +19,8 @@ from typing import Literal
 
 import yaml
 
+from data.escapes import unescape_argument
+from training.schedule import warmup_outlasting_schedule
 from training.settings import (
     SECTIONS,
     DataConfig,
@@ -29,6 +31,7 @@ from training.settings import (
     RunConfig,
     TrainConfig,
 )
+from training.yaml_errors import describe_yaml_error
 
 __all__ = [
     "SECTIONS",
@@ -313,6 +316,16 @@ def relations(cfg: RunConfig) -> list[str]:
         )
     if not 0 <= t.min_lr <= t.learning_rate:
         problems.append(f"train.min_lr must be in [0, train.learning_rate], got {t.min_lr}")
+    if t.warmup_iters >= 0 and t.lr_decay_iters is not None and t.lr_decay_iters > 0:
+        problems += filter(None, [warmup_outlasting_schedule(t)])
+    for key, text in (
+        ("train.sample_prompt", t.sample_prompt),
+        ("train.attention_prompt", t.attention_prompt),
+    ):
+        try:
+            unescape_argument(key, text)  # read as sample.py reads --prompt
+        except ValueError as e:
+            problems.append(str(e))
     if t.sample_tokens > 0 and not t.sample_prompt:
         problems.append(
             "train.sample_prompt is empty; set it, or train.sample_tokens=0 for no sample"
@@ -369,7 +382,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
     if path is not None:
         path = Path(path)
         try:
-            tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            text = path.read_text(encoding="utf-8")
+            tree = yaml.safe_load(text) or {}
         except FileNotFoundError as e:
             raise ConfigError(
                 f"cannot read config file {path}: {e.strerror}{shipped_configs_hint(path)}"
@@ -379,7 +393,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
         except UnicodeDecodeError as e:
             raise ConfigError(f"{path} is not UTF-8 text (byte offset {e.start})") from None
         except yaml.YAMLError as e:
-            raise ConfigError(f"{path} is not valid YAML: {e}") from None
+            raise ConfigError(describe_yaml_error(path, text, e)) from None
         if not isinstance(tree, dict):
             raise ConfigError(f"{path} must hold a mapping of sections (data, model, train)")
         for key, value in tree.items():

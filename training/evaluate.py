@@ -21,6 +21,22 @@ from data.corpus import Corpus
 from training.distributed import DistContext, all_reduce
 from training.nonfinite import NonFiniteLossError
 
+# Evaluation logits of up to this many elements (64 MB in float32) are never split:
+# those of an alphabet's or Hangul's few thousand characters are not larger, and their
+# evaluation keeps train.eval_batch_size windows per forward pass.
+EVAL_LOGITS_FLOOR = 1 << 24
+
+
+def rows_per_forward(eval_batch_size: int, batch_size: int, block_size: int, vocab: int) -> int:
+    """Windows per evaluation forward pass: train.eval_batch_size, or fewer where its
+    (rows, block_size, vocab_size) float32 logits would outgrow a training micro-step's
+    (batch_size, block_size, vocab_size) ones (and EVAL_LOGITS_FLOOR), so that
+    evaluation never needs much more memory than training at any vocabulary size.
+    The loss is the same either way: windows are summed one by one.
+    """
+    budget = max(batch_size * block_size * vocab, EVAL_LOGITS_FLOOR)
+    return max(1, min(eval_batch_size, budget // (block_size * vocab)))
+
 
 class WholeSplitStopped(Exception):
     """Raised by `Evaluator.final_val_loss` when asked to stop part-way."""
@@ -125,7 +141,8 @@ class Evaluator:
         corpus: the prepared corpus.
         cfg: the run config (a RunConfig); uses model.block_size (window length),
             train.eval_tokens, train.eval_train_tokens (sample sizes) and
-            train.eval_batch_size (windows per forward pass).
+            train.eval_batch_size (windows per forward pass; fewer for a large
+            vocabulary, see `rows_per_forward`, and ``note`` says so).
         dist: this process's place in the job.
         device: where to evaluate.
         autocast: factory of the mixed-precision context (see `training.device`).
@@ -138,8 +155,20 @@ class Evaluator:
             "val": EvaluationWindows(corpus.val_ids, T, tc.eval_tokens),
             "train": EvaluationWindows(corpus.train_ids, T, tc.eval_train_tokens),
         }
-        self.batch_size, self.dist, self.device = tc.eval_batch_size, dist, device
-        self.autocast = autocast
+        # The model's vocabulary sizes the logits (evaluate.py --data-path may score a
+        # corpus with fewer characters).
+        vocab = cfg.model.vocab_size or corpus.tokenizer.vocab_size
+        self.batch_size = rows_per_forward(tc.eval_batch_size, tc.batch_size, T, vocab)
+        self.dist, self.device, self.autocast = dist, device, autocast
+        # What the run says at its start when the evaluation batch was lowered.
+        self.note = ""
+        if self.batch_size < tc.eval_batch_size:
+            mb = 4 * self.batch_size * T * vocab / 1e6
+            self.note = (
+                f"note: evaluation runs {self.batch_size} windows per forward pass, not "
+                f"train.eval_batch_size={tc.eval_batch_size}: with {vocab:,} characters "
+                f"their logits take {mb:,.0f} MB, as a training step's do"
+            )
 
     def evaluate(self, model: nn.Module, step: int, seconds: float) -> dict:
         """One evaluation of ``model`` after ``step`` steps, ``seconds`` into the run.

@@ -36,6 +36,7 @@ from training.checkpoint import (
 from training.compile import compile_model
 from training.config import RunConfig
 from training.console import Console, Throughput, start_lines
+from training.corpus_record import CORPUS_KEY, check_corpus_on_resume, corpus_record
 from training.device import autocast_context
 from training.distributed import (
     all_reduce,
@@ -48,9 +49,9 @@ from training.interrupt import StopRequest
 from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
 from training.result import TrainResult
-from training.rng import seed_everything
+from training.rng import seed_everything, seed_rank_stream
 from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
-from training.run_writer import RunWriter
+from training.run_writer import RunWriter, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
 from training.tensorboard_views import TensorBoardViews
 
@@ -109,6 +110,13 @@ class Trainer:
         self.changed_on_resume = (
             check_resume(ckpt, cfg, self.corpus.tokenizer.chars, resume_path) if ckpt else []
         )
+        self.corpus_record = corpus_record(self.corpus)  # saved in ckpt.pt
+        self.corpus_notes = []
+        if ckpt:
+            accept = tc.accept_changed_corpus
+            self.corpus_notes = check_corpus_on_resume(
+                ckpt, self.corpus_record, accept, resume_path
+            )
         tc.lr_decay_iters, self.schedule_note = resolve_schedule_length(
             tc,
             ckpt["config"]["train"]["lr_decay_iters"] if ckpt else None,
@@ -125,6 +133,7 @@ class Trainer:
         self.fast_model = compile_model(self.model, self.device) if tc.compile else self.model
         self.train_model = wrap_for_data_parallel(self.fast_model, dist, self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
+        seed_rank_stream(cfg.seed, dist.rank)  # same weights, each rank its own dropout
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         # Each rank draws its own batches; rank 0 keeps the single-process stream.
         seed, block_size = cfg.seed + dist.rank, cfg.model.block_size
@@ -203,7 +212,9 @@ class Trainer:
             self.optimizer, self.sampler, self.dist, self.device, self.average, self.model
         )
         if self.dist.is_main:
-            save_checkpoint({**contents, **state}, self.out_dir / CKPT_NAME)
+            save_checkpoint(
+                {**contents, **state, CORPUS_KEY: self.corpus_record}, self.out_dir / CKPT_NAME
+            )
             if best:
                 save_checkpoint(contents, self.out_dir / BEST_NAME)
 
@@ -261,7 +272,9 @@ class Trainer:
             # On resume, drop events a stopped run may have logged after its checkpoint.
             self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
             self.writer.hyperparameters(self.cfg.to_dict())
-        notes = schedule_notices(tc) + [self.schedule_note]
+        notes = self.corpus_notes + schedule_notices(tc)
+        notes += [self.schedule_note, self.evaluator.note]
+        notes.append(tensorboard_line(cfg))
         n_params, changed = self.model.num_params(), self.changed_on_resume
         for line in start_lines(
             cfg, dist, self.device, n_params, self.tokens_per_iter, start, notes, changed

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from data.escapes import unescape
 from data.normalization import continues_cluster, safe_cut, whole_cut
 from data.tokenizer import CharTokenizer
 
@@ -28,7 +29,8 @@ def usable_prompt(
     """``prompt`` itself if it fits and the vocabulary has all its characters, else a
     stand-in.
 
-    The prompt is first put in the corpus's normalisation form (as every text given
+    The prompt's escapes (``\\n``, see `data.escapes`) are read first, as sample.py
+    reads --prompt's. The prompt is then put in the corpus's normalisation form (as every text given
     to the model is). A prompt longer than ``max_chars`` is cut to its first
     ``max_chars`` characters. A prompt with characters outside the vocabulary is
     replaced by about as many characters from the start of the first full line of the
@@ -51,7 +53,7 @@ def usable_prompt(
     Warns:
         PromptFallbackWarning: saying what was cut or replaced, and by what.
     """
-    prompt = tokenizer.normalize(prompt)
+    prompt = tokenizer.normalize(unescape(prompt))  # as --prompt reads it (data.escapes)
     if max_chars is not None and len(prompt) > max_chars:
         cut = safe_cut(prompt, max_chars) or max_chars  # one cluster longer than the context
         warnings.warn(

@@ -7,12 +7,27 @@ import random
 import numpy as np
 import torch
 
+# A prime above any number of ranks: rank r's dropout seed is seed + r x this (mod 2**32).
+RANK_SEED_STRIDE = 1_000_003
+
 
 def seed_everything(seed: int) -> None:
     """Seed python's, numpy's and torch's global RNGs (torch seeds CUDA too)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def seed_rank_stream(seed: int, rank: int) -> None:
+    """Give data-parallel rank ``rank`` its own torch RNG stream (dropout's masks), once
+    the weights are drawn: ranks then start from the same weights but drop different
+    units, as one process with their whole batch would. Rank 0 keeps the stream of a
+    single-process run (same losses); rank r > 0 is seeded with (seed + r x
+    RANK_SEED_STRIDE) mod 2**32 (torch's CPU generator keeps 32 bits of a seed), a
+    value no rank's batch sampler (seed + r) is seeded with.
+    """
+    if rank:
+        torch.manual_seed((seed + rank * RANK_SEED_STRIDE) % 2**32)  # CUDA's generators too
 
 
 def capture_rng_state(device: torch.device) -> dict:

@@ -67,14 +67,14 @@ class RunFolder:
 
     def _check(self, resume: bool, overwrite: bool) -> Path | None:
         ckpt_path = self.out_dir / CKPT_NAME
+        existing = run_files(self.out_dir)
         if resume:
             if not ckpt_path.is_file():
                 raise ConfigError(
                     f"train.resume=true but there is no checkpoint at {ckpt_path}; "
-                    "drop train.resume to start a new run there"
+                    + self._fresh_start_advice(existing)
                 )
             return ckpt_path
-        existing = run_files(self.out_dir)
         if existing and not overwrite:
             what = "a checkpoint" if ckpt_path.is_file() else "files of an earlier run"
             raise ConfigError(
@@ -84,6 +84,17 @@ class RunFolder:
                 + "choose another out_dir=..., or replace it with train.overwrite=true"
             )
         return None
+
+    def _fresh_start_advice(self, existing: list[Path]) -> str:
+        """How to start a new run in a folder with no checkpoint: one piece of advice
+        that works as given (the folder's earlier files, if any, need overwrite)."""
+        if not existing:
+            return "to start a new run there, give train.resume=false (or leave it out)"
+        return (
+            f"{self.out_dir} holds only {', '.join(p.name for p in existing[:3])} of an "
+            "earlier run that never saved one. To start a new run there in their place, "
+            "give train.resume=false train.overwrite=true; or choose another out_dir=..."
+        )
 
     def _take_lock(self):
         """Hold an exclusive lock on out_dir/.lock for this process's lifetime, so two

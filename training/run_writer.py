@@ -16,6 +16,12 @@
 and, once at the start, the run's hyperparameters for the HParams tab, with the
 metrics above declared in the order the table shows them (see `training.hparams`).
 The plotter (`viz.loss_plot`) and the tests import these names from here.
+
+TensorBoard shows a sample of each tag's steps, not all of them: 10 images and 10
+texts (100 through its fast loader), 1,000 scalars, chosen at random with the last
+one kept. `tensorboard_command` gives the ``--samples_per_plugin`` flag that keeps
+every step a run writes; ``0``, which the flag's help suggests for "all", shows no
+image at all in TensorBoard 2.21.
 """
 
 from pathlib import Path
@@ -40,6 +46,11 @@ VAL_FULL_BPC = "val/full_bpc"
 SAMPLE_TEXT = "samples/fixed_prompt"
 ATTENTION_IMAGE = "attention/layer_{layer}"
 
+# Steps TensorBoard keeps per image and text tag with `tensorboard_command`'s flag: every
+# evaluation of a run of up to that many (a longer run's command names its own number).
+KEPT_EVALUATIONS = 1000
+DEFAULT_KEPT_SCALARS = 1000  # TensorBoard's own limit for a scalar tag
+
 # The HParams table's metric columns, in order, with their display names. TensorBoard
 # ticks the first five by default, so the validation metrics come first.
 HPARAMS_METRICS = {
@@ -55,6 +66,35 @@ HPARAMS_METRICS = {
     VAL_FULL_LOSS: "whole val split loss (nats/char)",
     VAL_FULL_BPC: "whole val split bits/char",
 }
+
+
+def tensorboard_command(logdir: str | Path = "runs", evaluations: int = 0, logged: int = 0) -> str:
+    """The command that opens TensorBoard on ``logdir`` with every step shown.
+
+    Args:
+        logdir: the folder holding the run folders.
+        evaluations: how many evaluations (samples, heatmaps) a run writes; past
+            KEPT_EVALUATIONS the flag keeps that many.
+        logged: how many steps a scalar tag gets (max_iters / log_interval); past
+            TensorBoard's 1,000 the flag names scalars too.
+
+    Returns:
+        e.g. ``tensorboard --logdir runs --samples_per_plugin images=1000,text=1000``.
+    """
+    kept = max(KEPT_EVALUATIONS, evaluations)
+    plugins = [f"images={kept}", f"text={kept}"]
+    if logged > DEFAULT_KEPT_SCALARS:
+        plugins.insert(0, f"scalars={logged}")
+    return f"tensorboard --logdir {logdir} --samples_per_plugin {','.join(plugins)}"
+
+
+def tensorboard_line(cfg) -> str:
+    """What a run says about TensorBoard at its start (``cfg``: the RunConfig)."""
+    t = cfg.train
+    evaluations = t.max_iters // t.eval_interval + 1  # and one at the last step
+    logdir = Path(cfg.out_dir).parent
+    command = tensorboard_command(logdir, evaluations, t.max_iters // t.log_interval)
+    return f"TensorBoard, with every evaluation's sample and heatmaps: {command}"
 
 
 class RunWriter:

@@ -122,6 +122,35 @@ def resolve_schedule_length(cfg, saved_length: int | None, start: int) -> tuple[
     )
 
 
+def warmup_outlasting_schedule(cfg) -> str | None:
+    """Why a given ``train.lr_decay_iters`` cannot be used with ``train.warmup_iters``,
+    or None if it can (``cfg``: TrainConfig, lr_decay_iters as given).
+
+    A schedule that ends at or before its warmup does (``lr_decay_iters <=
+    warmup_iters``), inside the run (``lr_decay_iters < max_iters``), would warm up
+    past its own end and then drop at once from near learning_rate to min_lr. Left
+    as null, lr_decay_iters is max_iters, and a warmup as long as the run only means
+    the peak is never reached (see `schedule_notices`).
+    """
+    decay, warmup = cfg.lr_decay_iters, cfg.warmup_iters
+    if decay is None or warmup < decay or decay >= cfg.max_iters:
+        return None
+    if warmup < cfg.max_iters:
+        peak = cfg.learning_rate * warmup / (warmup + 1)  # the last warmup step's rate
+        what = (
+            f"the learning rate would warm up to {peak:.2e} at step {warmup}, then drop to "
+            f"train.min_lr={cfg.min_lr:.1e} at step {warmup + 1}"
+        )
+    else:
+        what = f"the learning rate would still be warming up at step {cfg.max_iters}"
+    return (
+        f"train.warmup_iters={warmup} is not below train.lr_decay_iters={decay}, the "
+        f"schedule's length: {what}. Set train.lr_decay_iters above {warmup} (e.g. "
+        f"train.lr_decay_iters={cfg.max_iters}, the run's length, or leave it out), or a "
+        f"warmup well inside the schedule (e.g. train.warmup_iters={decay // 10})"
+    )
+
+
 def schedule_notices(cfg) -> list[str]:
     """Things about the run's step schedule (warmup, decay, weight averaging) a user may
     not expect, to say once at the start (``cfg``: TrainConfig with lr_decay_iters

@@ -115,7 +115,12 @@ class TrainConfig:
         "score the whole validation split once when training ends (`val/full_loss`); "
         "false skips it on a corpus too large to wait for (evaluate.py can do it later)",
     )
-    eval_batch_size: int = setting(128, "windows per forward pass during evaluation", bounds="> 0")
+    eval_batch_size: int = setting(
+        128,
+        "windows per forward pass during evaluation; fewer where their logits would outgrow "
+        "a training step's (a vocabulary of tens of thousands of characters), as the run says",
+        bounds="> 0",
+    )
     learning_rate: float = setting(1e-3, "peak learning rate, reached after warmup", bounds="> 0")
     min_lr: float = setting(1e-4, "learning rate at the end of the decay, in [0, learning_rate]")
     warmup_iters: int = setting(100, "steps of linear warmup", bounds=">= 0")
@@ -175,6 +180,14 @@ class TrainConfig:
         hyperparameter=False,
         resume_may_change=True,
     )
+    accept_changed_corpus: bool = setting(
+        False,
+        "with resume: go on even though the corpus differs from the one the checkpoint "
+        "recorded (files added, removed or edited; a split's text); the run says so at its "
+        "start, and its checkpoints then record the new corpus",
+        hyperparameter=False,
+        resume_may_change=True,
+    )
     overwrite: bool = setting(
         False,
         "replace an earlier run in out_dir (its checkpoints, config and events are deleted "
@@ -183,7 +196,9 @@ class TrainConfig:
         resume_may_change=True,
     )
     sample_prompt: str = setting(
-        "ROMEO:", "the TensorBoard sample at each evaluation continues this text"
+        "ROMEO:",
+        "the TensorBoard sample at each evaluation continues this text (escapes such as "
+        "`\\n` read as sample.py's `--prompt` reads them)",
     )
     sample_tokens: int = setting(
         200, "characters in that sample (0 = no sample)", bounds=">= 0", note="0: no sample"

@@ -1,0 +1,81 @@
+"""Text typed as a flag or config value reads escapes one way everywhere (data.escapes):
+sample.py's --prompt and --stop, explore_attention.py's --prompt, and the prompts of
+the TensorBoard views (train.sample_prompt, train.attention_prompt). ``\\\\`` is a
+literal backslash. --prompt used to be taken literally while --stop read escapes."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import explore_attention
+import sample
+from conftest import sharp_model
+from data.escapes import ESCAPES_HELP, unescape
+from data.tokenizer import CharTokenizer
+from training.checkpoint import save_checkpoint
+from training.config import ConfigError, load_config
+from training.prompts import usable_prompt
+
+TYPED = [  # as typed in a shell between single quotes -> the text meant
+    (r"int main(void)\n{", "int main(void)\n{"),
+    (r"a\\nb", "a\\nb"),  # an escaped backslash: a backslash, then n
+    (r"tab\there", "tab\there"),
+    (r"caf\u00e9", "café"),
+    (r"C:\q", "C:\\q"),  # an unknown escape is kept as typed
+]
+CHARS = sorted(set("\n\\{}()abcdefhimnoqrtvé :C"))
+
+
+@pytest.mark.parametrize(("typed", "meant"), TYPED)
+def test_prompt_and_stop_read_the_same_text(typed, meant):
+    args = sample.build_parser().parse_args(["--prompt", typed, "--stop", typed])
+    _, stops = sample.check_arguments(args)
+    assert args.prompt == stops[0] == meant
+    args = explore_attention.build_parser().parse_args(["--prompt", typed])
+    explore_attention.check_modes(args)
+    assert args.prompt == meant
+    assert unescape(typed) == meant
+
+
+def test_the_escapes_are_documented_on_every_flag_that_reads_them():
+    def flag_help(parser, flag):
+        return next(a.help for a in parser._actions if flag in a.option_strings)
+
+    for parser, flag in [
+        (sample.build_parser(), "--prompt"),
+        (sample.build_parser(), "--stop"),
+        (explore_attention.build_parser(), "--prompt"),
+    ]:
+        assert ESCAPES_HELP in flag_help(parser, flag), flag
+    assert "--prompt and --stop read text the same way" in sample.build_parser().description
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory):
+    model = sharp_model(vocab_size=len(CHARS), seed=5, std=0.2)
+    folder = tmp_path_factory.mktemp("run")
+    payload = {
+        "model": model.state_dict(),
+        "model_config": dataclasses.asdict(model.config),
+        "vocab": CHARS,
+    }
+    save_checkpoint(payload, folder / "ckpt.pt")
+    return folder
+
+
+@pytest.mark.parametrize(("typed", "meant"), TYPED[:2])
+def test_sample_continues_the_prompt_it_was_given(capsys, checkpoint_dir, typed, meant):
+    argv = ["--out-dir", str(checkpoint_dir), "--device", "cpu", "--prompt", typed]
+    code = sample.main(argv + ["--max-new-tokens", "2", "--temperature", "0", "--no-stream"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith(meant)
+
+
+def test_the_tensorboard_prompts_read_escapes_as_the_flags_do():
+    tokenizer = CharTokenizer(sorted(set("ROMEO:\n abc")), "nfc")
+    val_ids = np.zeros(100, dtype=np.uint16)
+    assert usable_prompt(r"ROMEO:\n", tokenizer, val_ids, "train.sample_prompt") == "ROMEO:\n"
+    with pytest.raises(ConfigError, match=r"train.sample_prompt 'a\\\\x'"):
+        load_config(None, [r"train.sample_prompt=a\x"])
