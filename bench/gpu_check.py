@@ -407,6 +407,14 @@ def describe_run(figures: RunFigures, target: float) -> str:
     )
 
 
+def time_split(output: str) -> str:
+    """ "; <train.py's end-of-run line>": where the run's wall time went (setup,
+    compile, steps, data, eval, samples+heatmaps, checkpoints, other; see
+    training/run_clock.py), or "" if it printed none."""
+    lines = re.findall(r"^wall \d+\.\d s: .*$", output, re.MULTILINE)
+    return f"; {lines[-1]}" if lines else ""
+
+
 def step_recipe(check: Check, limit_s: float) -> StepResult:
     """The GPU recipe as shipped: time to --target-val and the best val."""
     title = f"3. {RECIPE}"
@@ -416,6 +424,7 @@ def step_recipe(check: Check, limit_s: float) -> StepResult:
     steps, losses = figures.val_steps.tolist(), figures.val_losses.tolist()
     check.recipe_val = dict(zip(steps, losses, strict=True))
     text = f"{describe_run(figures, check.args.target_val)}; {figures.last_step}/{max_iters} steps"
+    text += time_split(finished.stdout)
     if finished.returncode != 0 or figures.last_step < max_iters:
         return failed(title, finished, text)
     return StepResult(title, "passed", text, finished.seconds)
@@ -441,6 +450,7 @@ def step_modern(check: Check, limit_s: float) -> StepResult:
         here = figures.val_losses[figures.val_steps.tolist().index(at)]
         reference = check.recipe_val[at]  # the reference recipe's run, check step 3
         text += f"; at training step {at}: val {here:.4f}, reference recipe {reference:.4f}"
+    text += time_split(finished.stdout)
     stopped = finished.stopped_at_marker and "checkpoint saved" in finished.stdout
     if not (stopped or finished.returncode == 0):
         return failed(title, finished, text)

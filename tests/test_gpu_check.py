@@ -48,10 +48,12 @@ def test_quick_cpu_check_runs_every_step_and_writes_the_table(tmp_path, shakespe
     assert rows["1"][2] == "7 passed"  # the two quick tests' 3 + 4 cases, on cpu
     assert "process group of 1 (gloo), 6 steps, val" in rows["2"][2]
     recipe = rows["3"][2]
-    assert "val <= 4.05 at step " in recipe and recipe.endswith("10/10 steps")
+    assert "val <= 4.05 at step " in recipe and "; 10/10 steps; wall " in recipe
+    assert ", samples+heatmaps " in recipe  # the run's time split (training/run_clock.py)
     assert "best val 3." in recipe
     modern = rows["4"][2]
     assert "SIGTERM 4 s after the start" in rows["4"][0] and ", reference recipe " in modern
+    assert "; wall " in modern and ", checkpoints " in modern  # split, also when stopped
     assert "MFU" in rows["5"][2] and "float32" in rows["5"][2]
     assert "chars/s with the KV cache" in rows["6"][2]
     report = tmp_path / "report"
