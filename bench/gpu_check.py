@@ -7,7 +7,9 @@ recipes and the two benchmarks, summed up in one table.
 
 Steps, each in its own process under its own time limit:
 
-  1 tests         python -m pytest with MINIGPT_TEST_DEVICE=cuda (see tests/conftest.py)
+  1 tests         python -m pytest with MINIGPT_TEST_DEVICE=cuda (see tests/conftest.py) on
+                  the test files that use that device, in 4 processes on a machine with 8
+                  CPUs or more (pytest-xdist where installed, else bench/parallel_tests.py)
   2 nccl          torchrun --standalone --nproc_per_node=1 train.py: a small model trained
                   in a process group of one with the nccl backend (DDP's gradients and the
                   loop's all-reduces go through NCCL)
@@ -55,7 +57,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from timed_process import Finished, run_timed  # noqa: E402  (bench/, beside this file)
+from parallel_tests import pytest_counts  # noqa: E402  (bench/, beside this file)
+from timed_process import Finished, run_timed  # noqa: E402
 
 from data.corpus import (  # noqa: E402
     DEFAULT_CORPUS_PATH,
@@ -168,46 +171,59 @@ def failed(title: str, finished: Finished, why: str) -> StepResult:
 # --- 1. the test suite ----------------------------------------------------------------
 
 
-def pytest_counts(output: str) -> dict[str, int]:
-    """{"passed": n, "failed": n, ...} from pytest's last summary line; without one (it
-    was stopped), the results -v printed so far, as {"passed so far": n, ...}."""
-    summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed)", line)]
-    if not summary:
-        # One process: "path::test[id, maybe with spaces] PASSED   [ 5%]";
-        # pytest-xdist: "[gw0] [  5%] PASSED path::test[...]".
-        one = r"^\S+::.* (PASSED|FAILED|SKIPPED|ERROR)\s+\[\s*\d+%\]\s*$"
-        xdist = r"^\[gw\d+\] \[\s*\d+%\] (PASSED|FAILED|SKIPPED|ERROR) "
-        results = re.findall(one, output, re.MULTILINE) + re.findall(xdist, output, re.MULTILINE)
-        words = ("PASSED", "FAILED", "SKIPPED", "ERROR")
-        return {f"{w.lower()} so far": results.count(w) for w in words if w in results}
-    pairs = re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", summary[-1])
-    return {word.rstrip("s") if word.startswith("error") else word: int(n) for n, word in pairs}
+# The names by which a test file uses the checked device (see tests/conftest.py).
+DEVICE_NAMES = ("TEST_DEVICE", "ON_CUDA", "tiny_overrides")
+
+
+def device_test_files() -> list[str]:
+    """The test files that use the checked device (they name one of DEVICE_NAMES),
+    largest first (roughly the longest first, for the parallel runner), without this
+    script's own test (its CPU mode is not what a GPU checks). The rest run on CPU
+    whatever the device: the CPU suite covers them."""
+    files = [
+        path
+        for path in sorted((ROOT / "tests").glob("test_*.py"))
+        if path.name != "test_gpu_check.py"
+        and any(name in path.read_text(encoding="utf-8") for name in DEVICE_NAMES)
+    ]
+    files.sort(key=lambda path: -path.stat().st_size)
+    return [str(path.relative_to(ROOT)) for path in files]
+
+
+def has_xdist() -> bool:
+    """Whether pytest-xdist is installed (requirements.txt does not need it)."""
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def suite_workers(check: Check) -> int:
-    """Test processes for step 1: 4 on a GPU machine with pytest-xdist and 8 or more
-    CPUs (each with its share of the CPU threads; the GPU is shared), else 1."""
-    if check.quick or (os.cpu_count() or 1) < 8:
-        return 1
-    try:
-        import xdist  # noqa: F401  (the GPU machine's image has it; requirements.txt does not)
-    except ImportError:
-        return 1
-    return 4
+    """Test processes for step 1: 2 with --quick (its two tests, one each, so that the
+    parallel runner is exercised on CPU), 4 on a machine with 8 or more CPUs (each
+    with its share of the CPU threads; the GPU is shared), else 1."""
+    if check.quick:
+        return 2
+    return 4 if (os.cpu_count() or 1) >= 8 else 1
 
 
 def step_tests(check: Check, limit_s: float) -> StepResult:
-    """pytest with the device-dependent tests on the checked device."""
+    """pytest with the device-dependent tests on the checked device, in parallel."""
     title = f"1. tests, MINIGPT_TEST_DEVICE={check.device}"
-    cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--tb=short"]
-    # Without --quick, all but this script's own test (its CPU mode is not what a GPU checks).
-    cmd += QUICK_TESTS if check.quick else ["--durations=8", "--ignore=tests/test_gpu_check.py"]
+    items = QUICK_TESTS if check.quick else device_test_files()
+    pytest_args = ["-p", "no:cacheprovider", "--tb=short"]
     env = check.env(MINIGPT_TEST_DEVICE=check.device)
     workers = suite_workers(check)
-    if workers > 1:  # pytest-xdist: the whole suite ran 300 s one test at a time on an H200
-        cmd += ["-n", str(workers)]
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    if workers > 1 and has_xdist() and not check.quick:
+        cmd = [sys.executable, "-m", "pytest", "-v", *pytest_args, "-n", str(workers), *items]
         title += f", {workers} pytest-xdist workers"
+    else:  # one pytest process per file, `workers` at a time, stopped within the limit
+        budget = max(1.0, limit_s - 25)  # ends before run_timed's SIGTERM (15 s before)
+        cmd = [sys.executable, "bench/parallel_tests.py", "--workers", str(workers)]
+        cmd += ["--budget", f"{budget:.0f}", *items, "--", *pytest_args]
+        title += f", {workers} pytest processes at a time"
     finished = check.run(title, cmd, limit_s, env=env)
     counts = pytest_counts(finished.stdout)
     figures = ", ".join(f"{n} {word}" for word, n in counts.items()) or "no summary"
@@ -216,11 +232,14 @@ def step_tests(check: Check, limit_s: float) -> StepResult:
         figures += ": " + ", ".join(n.split("::")[-1] for n in names[:6])
     if f"test device: {check.device}" not in finished.stdout:
         return failed(title, finished, f"the tests did not run on {check.device} ({figures})")
+    unfinished = re.findall(
+        r"^(stopped before their end|not started): (.*)$", finished.stdout, re.M
+    )
+    for what, which in unfinished:  # the parallel runner's budget was spent
+        figures += f"; {what}: {which}"
+    if unfinished:
+        return StepResult(title, "timed out", figures, finished.seconds, finished.tail())
     if finished.returncode != 0 or not counts.get("passed"):
-        lines = finished.stdout.strip().splitlines()
-        # -v names each test as it starts (one process only): the last one hung.
-        if finished.timed_out and lines and workers == 1:
-            figures += f"; running {lines[-1].split(' ')[0]}"
         return failed(title, finished, figures)
     return StepResult(title, "passed", figures, finished.seconds)
 
@@ -388,6 +407,14 @@ def describe_run(figures: RunFigures, target: float) -> str:
     )
 
 
+def time_split(output: str) -> str:
+    """ "; <train.py's end-of-run line>": where the run's wall time went (setup,
+    compile, steps, data, eval, samples+heatmaps, checkpoints, other; see
+    training/run_clock.py), or "" if it printed none."""
+    lines = re.findall(r"^wall \d+\.\d s: .*$", output, re.MULTILINE)
+    return f"; {lines[-1]}" if lines else ""
+
+
 def step_recipe(check: Check, limit_s: float) -> StepResult:
     """The GPU recipe as shipped: time to --target-val and the best val."""
     title = f"3. {RECIPE}"
@@ -397,6 +424,7 @@ def step_recipe(check: Check, limit_s: float) -> StepResult:
     steps, losses = figures.val_steps.tolist(), figures.val_losses.tolist()
     check.recipe_val = dict(zip(steps, losses, strict=True))
     text = f"{describe_run(figures, check.args.target_val)}; {figures.last_step}/{max_iters} steps"
+    text += time_split(finished.stdout)
     if finished.returncode != 0 or figures.last_step < max_iters:
         return failed(title, finished, text)
     return StepResult(title, "passed", text, finished.seconds)
@@ -422,6 +450,7 @@ def step_modern(check: Check, limit_s: float) -> StepResult:
         here = figures.val_losses[figures.val_steps.tolist().index(at)]
         reference = check.recipe_val[at]  # the reference recipe's run, check step 3
         text += f"; at training step {at}: val {here:.4f}, reference recipe {reference:.4f}"
+    text += time_split(finished.stdout)
     stopped = finished.stopped_at_marker and "checkpoint saved" in finished.stdout
     if not (stopped or finished.returncode == 0):
         return failed(title, finished, text)
@@ -497,7 +526,7 @@ def step_sample_speed(check: Check, limit_s: float) -> StepResult:
 
 # name -> (function, most seconds, least seconds worth starting it with)
 STEPS = {
-    "tests": (step_tests, 180, 30),
+    "tests": (step_tests, 150, 30),
     "nccl": (step_nccl, 60, 20),
     "recipe": (step_recipe, 250, 60),
     "modern": (step_modern, 120, 40),

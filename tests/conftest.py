@@ -10,12 +10,19 @@ torchrun job use TEST_DEVICE; tests about CPU behaviour (the two-rank gloo jobs,
 run never queries CUDA", sample.py's command line) stay on CPU. Parity tests compare in
 float32 on either device (no autocast; PyTorch leaves TF32 off for float32 matrix
 products unless asked), so their tolerances mean the same on both.
+
+torch.compile's on-disk caches (Inductor's FX graphs, AOTAutograd's, Triton's kernels)
+go to a directory of this test session's, removed at its end, unless
+TORCHINDUCTOR_CACHE_DIR is set: the tests neither reuse nor add to the caches of the
+user's own runs (in /tmp/torchinductor_<user> by default), so each session compiles
+as a clean checkout's CI does.
 """
 
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,6 +39,19 @@ TEST_DEVICE_NAME = os.environ.get(TEST_DEVICE_VARIABLE, "").strip().lower() or "
 # imports it); pytest_configure reports it before any test runs.
 TEST_DEVICE = torch.device(TEST_DEVICE_NAME if TEST_DEVICE_NAME in TEST_DEVICES else "cpu")
 ON_CUDA = TEST_DEVICE.type == "cuda"
+
+
+# Set at import, before any test compiles; inherited by the processes tests start.
+COMPILE_CACHE = None
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    COMPILE_CACHE = tempfile.mkdtemp(prefix="minigpt-tests-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = COMPILE_CACHE
+
+
+def pytest_unconfigure(config):
+    """Remove this session's compile cache (see the module docstring)."""
+    if COMPILE_CACHE is not None:
+        shutil.rmtree(COMPILE_CACHE, ignore_errors=True)
 
 
 def pytest_configure(config):

@@ -51,10 +51,12 @@ def test_quick_cpu_check_runs_every_step_and_writes_the_table(tmp_path, shakespe
     assert rows["1"][2] == "7 passed"  # the two quick tests' 3 + 4 cases, on cpu
     assert "process group of 1 (gloo), 6 steps, val" in rows["2"][2]
     recipe = rows["3"][2]
-    assert "val <= 4.05 at step " in recipe and recipe.endswith("10/10 steps")
+    assert "val <= 4.05 at step " in recipe and "; 10/10 steps; wall " in recipe
+    assert ", samples+heatmaps " in recipe  # the run's time split (training/run_clock.py)
     assert "best val 3." in recipe
     modern = rows["4"][2]
     assert "SIGTERM 4 s after the start" in rows["4"][0] and ", reference recipe " in modern
+    assert "; wall " in modern and ", checkpoints " in modern  # split, also when stopped
     assert "MFU" in rows["5"][2] and "float32" in rows["5"][2]
     assert "chars/s with the KV cache" in rows["6"][2]
     report = tmp_path / "report"
@@ -164,3 +166,43 @@ def test_a_longer_modern_run_gets_a_longer_limit(shakespeare_path):
     longer = parse_args(base + ["--modern-seconds", "300"])
     assert most_seconds("modern", longer) == 300 + default - 75
     assert most_seconds("recipe", longer) == STEPS["recipe"][1]
+
+
+def test_parallel_tests_stop_at_their_budget_and_add_up_what_ran(tmp_path):
+    """bench/parallel_tests.py (the tests step without pytest-xdist): items run side by
+    side, one that outlasts the budget is stopped and named, one that never started is
+    named, and the summary line adds up what did run, in the form step 1 reads."""
+    (tmp_path / "test_fast.py").write_text(
+        "def test_one():\n    pass\n\ndef test_two():\n    assert 1 + 1 == 3\n", encoding="utf-8"
+    )
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n\ndef test_sleeps():\n    time.sleep(120)\n", encoding="utf-8"
+    )
+    (tmp_path / "test_late.py").write_text("def test_never():\n    pass\n", encoding="utf-8")
+    script = ROOT / "bench" / "parallel_tests.py"
+    items = ["test_slow.py", "test_fast.py", "test_late.py"]
+    cmd = [sys.executable, str(script), "--workers", "2", "--budget", "40", *items]
+    r = subprocess.run(
+        cmd + ["--", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert "stopped before their end: test_slow.py" in lines
+    assert "===== 2 passed, 1 failed in " in r.stdout  # test_fast's 1 + 1, and test_late's
+    assert "not started" not in r.stdout  # the second worker ran test_late after test_fast
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gpu_check import pytest_counts
+
+    assert pytest_counts(r.stdout) == {"passed": 2, "failed": 1}
+    one_worker = subprocess.run(
+        [sys.executable, str(script), "--workers", "1", "--budget", "10", *items],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert "not started: test_fast.py, test_late.py" in one_worker.stdout.splitlines()

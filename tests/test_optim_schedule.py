@@ -3,11 +3,17 @@ import math
 import pytest
 import torch
 
-from conftest import read_scalars, tiny_overrides
+from conftest import TEST_DEVICE, read_scalars, tiny_overrides
 from model import GPT, GPTConfig
 from training import load_config, train
 from training.config import TrainConfig
-from training.optim import build_optimizer, muon_parameter_groups, parameter_groups
+from training.optim import (
+    BatchedMuon,
+    build_optimizer,
+    muon_parameter_groups,
+    orthogonalize,
+    parameter_groups,
+)
 from training.run_writer import TRAIN_LR
 from training.schedule import learning_rate_at, scheduled_learning_rate, wsd_learning_rate_at
 
@@ -94,6 +100,77 @@ def test_muon_lowers_the_loss_on_a_tiny_problem():
     again = build_optimizer(model, TrainConfig(optimizer="muon", learning_rate=3e-3), "cpu")
     again.load_state_dict(state)
     assert len(again.optimizers[0].state) == len(opt.optimizers[0].state)
+
+
+NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's defaults
+# The batched and the one-at-a-time bfloat16 iterations, on a device where a batched
+# product may round differently: entries of the result are below about 0.5, and
+# bfloat16 keeps 8 significant bits (a step of 2^-9 near 0.3), amplified a few times
+# over five iterations.
+NS_TOLERANCE = 2e-2
+
+
+def newton_schulz_one_matrix(g: torch.Tensor, steps: int = 5) -> torch.Tensor:
+    """The reference: Muon's quintic iteration on one 2-D matrix, written out."""
+    a, b, c = NS_COEFFICIENTS
+    x = g.bfloat16()
+    tall = x.size(0) > x.size(1)
+    if tall:
+        x = x.T
+    x = x / x.norm().clamp(min=1e-7)
+    for _ in range(steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.T if tall else x
+
+
+@pytest.mark.parametrize("shape", [(384, 128), (128, 128), (128, 512), (48, 16)])
+def test_batched_newton_schulz_equals_one_matrix_at_a_time(shape):
+    """Bit for bit on CPU (what keeps the CPU recipe's curve); within NS_TOLERANCE on
+    CUDA. Each matrix has its own scale, so a norm shared across the stack would show."""
+    torch.manual_seed(0)
+    scales = torch.tensor([1.0, 1e-3, 30.0, 0.5]).view(4, 1, 1)
+    stack = (torch.randn(4, *shape) * scales).to(TEST_DEVICE)
+    batched = orthogonalize(stack, NS_COEFFICIENTS, 5, 1e-7)
+    one_by_one = torch.stack([newton_schulz_one_matrix(g) for g in stack])
+    assert batched.dtype == torch.bfloat16 and batched.shape == stack.shape
+    if TEST_DEVICE.type == "cpu":
+        assert torch.equal(batched, one_by_one)
+    else:
+        torch.testing.assert_close(batched, one_by_one, atol=NS_TOLERANCE, rtol=0)
+    # It does orthogonalize: singular values near 1 (the quintic leaves most in about
+    # [0.7, 1.2]; the few smallest of a square random matrix stay below).
+    singular = torch.linalg.svdvals(batched[0].float())
+    assert 0.6 < torch.quantile(singular, 0.1) and singular.max() < 1.25
+
+
+def test_batched_muon_steps_exactly_like_torch_muon():
+    """Three steps of the CPU recipe's block matrices (four shapes, four of each, and a
+    matrix without a gradient): the same weights and momentum as torch.optim.Muon's,
+    bit for bit on CPU, and either optimizer resumes from the other's state_dict."""
+    torch.manual_seed(0)
+    shapes = [(384, 128), (128, 128), (512, 128), (128, 512)] * 4 + [(64, 32)]
+    weights = [torch.randn(shape) * 0.02 for shape in shapes]
+    grads = [[torch.randn(shape) for shape in shapes[:-1]] for _ in range(3)]
+    kwargs = {"lr": 0.02, "weight_decay": 0.1, "momentum": 0.95, "adjust_lr_fn": "match_rms_adamw"}
+    trained = {}
+    for kind in (torch.optim.Muon, BatchedMuon):
+        params = [torch.nn.Parameter(w.clone()) for w in weights]
+        opt = kind(params, **kwargs)
+        for step_grads in grads:
+            for p, g in zip(params, step_grads, strict=False):
+                p.grad = g.clone()
+            opt.step()
+        trained[kind] = params, opt
+    (reference, torch_muon), (batched, ours) = trained[torch.optim.Muon], trained[BatchedMuon]
+    for p, q in zip(reference, batched, strict=True):
+        assert torch.equal(p, q)
+    assert len(ours.state) == len(shapes) - 1  # no state for the matrix without a gradient
+    for p, q in zip(reference[:-1], batched[:-1], strict=True):
+        assert torch.equal(torch_muon.state[p]["momentum_buffer"], ours.state[q]["momentum_buffer"])
+    resumed = BatchedMuon([torch.nn.Parameter(w.clone()) for w in weights], **kwargs)
+    resumed.load_state_dict(torch_muon.state_dict())
+    assert resumed.param_groups[0]["ns_steps"] == 5 and len(resumed.state) == len(shapes) - 1
 
 
 def test_muon_and_wsd_train_and_resume_exactly(tmp_path, shakespeare_path):

@@ -8,8 +8,9 @@ The pieces it uses, one module each: the run folder's rules (`training.run_folde
 what a checkpoint holds and when a resume is allowed (`training.checkpoint`), the
 learning-rate schedule (`training.schedule`), evaluation (`training.evaluate`), what
 TensorBoard shows (`training.run_writer`, `training.tensorboard_views`), what is
-printed (`training.console`), data parallelism (`training.distributed`), the NaN
-check (`training.nonfinite`) and Ctrl-C (`training.interrupt`).
+printed (`training.console`), where the wall time goes (`training.run_clock`), data
+parallelism (`training.distributed`), the NaN check (`training.nonfinite`) and Ctrl-C
+(`training.interrupt`).
 """
 
 import contextlib
@@ -50,6 +51,7 @@ from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
 from training.result import TrainResult
 from training.rng import seed_everything, seed_rank_stream
+from training.run_clock import RunClock, device_sync, split_line
 from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
 from training.run_writer import RunWriter, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
@@ -68,6 +70,8 @@ class Trainer:
 
     Args:
         cfg: a validated RunConfig (see `training.config.load_config`).
+        clock: seconds from a fixed origin, for the run's time split (see
+            `training.run_clock`); tests pass fake time.
 
     Raises:
         ConfigError: for an unusable device, out_dir, vocab_size or resume.
@@ -75,12 +79,14 @@ class Trainer:
         training.checkpoint.CheckpointError: for an unreadable checkpoint on resume.
     """
 
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, clock=time.perf_counter):
         # config.yaml records the config as given (vocab_size 0: "from the corpus";
         # lr_decay_iters as given), so it can be reused; the working copy is resolved.
         self.given_cfg = cfg
         self.cfg = copy.deepcopy(cfg)
         self.dist, self.device = init_distributed(cfg.device)
+        self.clock = RunClock(device_sync(self.device), clock)  # from here on: "setup"
+        self.first_step = 0  # the step this call of `run` starts from
         self.out_dir = Path(cfg.out_dir)
         tc = cfg.train
         self.folder = RunFolder(self.out_dir, tc.resume, tc.overwrite, lock=self.dist.is_main)
@@ -169,7 +175,8 @@ class Trainer:
             group["lr"] = lr * group["lr_scale"]
         loss_sum = torch.zeros((), device=self.device)
         for micro_step in range(tc.gradient_accumulation_steps):
-            x, y = self.sampler.next_batch()
+            with self.clock.part("data", sync=False):  # no wait for the device per step
+                x, y = self.sampler.next_batch()
             # Under DDP, gradients are averaged across ranks on the last micro-step only.
             last = micro_step == tc.gradient_accumulation_steps - 1
             no_sync = self.dist.enabled and not last
@@ -227,16 +234,28 @@ class Trainer:
         self.nonfinite.check(self.dist, self.out_dir / CKPT_NAME)
         fast, shown = self.evaluated_models()
         step, seconds = self.result.iter_num, time.perf_counter() - started
-        ev = self.evaluator.evaluate(fast, step, seconds)
+        compiled = fast is self.fast_model and self.cfg.train.compile
+        with self.clock.part("eval", compiled=compiled):
+            ev = self.evaluator.evaluate(fast, step, seconds)
         self.result.evals.append(ev)
         val = ev["val_loss"]
         improved = val < self.result.best_val_loss
         self.result.best_val_loss = min(val, self.result.best_val_loss)
-        self.save(best=improved)
+        with self.clock.part("checkpoints"):
+            self.save(best=improved)
         if self.dist.is_main:
             self.writer.evaluation(step, val, ev["train_loss"], self.result.best_val_loss)
-            self.views.log_evaluation(self.writer, shown, step)
+            with self.clock.part("views"):
+                self.views.log_evaluation(self.writer, shown, step)
+            if step < self.cfg.train.max_iters:  # the last step's split comes at the end
+                self.writer.time_split(step, self.time_split())
         self.console.evaluation(ev, improved)
+
+    def time_split(self) -> dict[str, float]:
+        """Seconds of this process's wall time so far in each part (setup, compile,
+        steps, data, eval, views, checkpoints, other; see `training.run_clock`)."""
+        steps_after_first = max(0, self.result.iter_num - self.first_step - 1)
+        return self.clock.split(steps_after_first, compiled=self.cfg.train.compile)
 
     def evaluate_whole_split(self, stop: StopRequest) -> None:
         """Score the whole validation split once, at the end of training, log it
@@ -245,13 +264,14 @@ class Trainer:
         ranks finish it."""
         evaluated, _ = self.evaluated_models()  # the weight average once it has begun
         try:
-            loss, how = self.evaluator.final_val_loss(
-                evaluated,
-                self.result.evals,
-                self.result.iter_num,
-                lambda: stop.requested and not self.dist.enabled,
-                self.console.say,
-            )
+            with self.clock.part("eval"):
+                loss, how = self.evaluator.final_val_loss(
+                    evaluated,
+                    self.result.evals,
+                    self.result.iter_num,
+                    lambda: stop.requested and not self.dist.enabled,
+                    self.console.say,
+                )
         except WholeSplitStopped:
             self.console.whole_split_stopped(self.out_dir)
             return
@@ -263,7 +283,7 @@ class Trainer:
     def run(self) -> TrainResult:
         """Train from the current iteration to train.max_iters (see `train`)."""
         cfg, tc, result, dist = self.cfg, self.cfg.train, self.result, self.dist
-        start = result.iter_num
+        start = self.first_step = result.iter_num
         if start >= tc.max_iters:
             self.console.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
             return result
@@ -283,13 +303,16 @@ class Trainer:
         started = time.perf_counter()
         throughput = Throughput(self.tokens_per_iter, start)
         self.model.train()
+        self.clock.switch("steps")
         try:
             with StopRequest() as stop:
                 for step in range(start, tc.max_iters):
                     if stop.agreed(dist, step, tc.log_interval, self.device):
                         result.interrupted, result.signal = True, stop.signum
                         break
-                    loss, grad_norm, lr = self.train_step(step)
+                    # The first step compiles (train.compile): the clock times it apart.
+                    with self.clock.first_step() if step == start else contextlib.nullcontext():
+                        loss, grad_norm, lr = self.train_step(step)
                     result.iter_num = step + 1
                     if step == start:  # compiling and warm-up stay out of the bar's estimate
                         self.console.start(result.iter_num, tc.max_iters)
@@ -315,8 +338,14 @@ class Trainer:
                     self.evaluate_whole_split(stop)
                 if result.interrupted:
                     stop.saving = True  # a further Ctrl-C must not cut the save short
-                    self.save()
+                    with self.clock.part("checkpoints"):
+                        self.save()
                     self.console.interrupted(result.iter_num, self.out_dir / CKPT_NAME)
+                self.clock.switch("other")
+                result.time_split = self.time_split()
+                if dist.is_main:
+                    self.writer.time_split(result.iter_num, result.time_split)
+                self.console.say(split_line(result.time_split))
         finally:
             self.console.close()
             if self.writer is not None:
@@ -334,7 +363,7 @@ class Trainer:
             self.train_model = self.fast_model
 
 
-def train(cfg: RunConfig) -> TrainResult:
+def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
     """Train a GPT as ``cfg`` describes; write checkpoints, config.yaml and
     TensorBoard events to ``cfg.out_dir``.
 
@@ -344,6 +373,10 @@ def train(cfg: RunConfig) -> TrainResult:
     is written (and ``best.pt`` when validation improves). When training ends, the
     whole validation split is evaluated once (train.final_full_eval).
     Ctrl-C or SIGTERM saves ``ckpt.pt`` and returns with ``interrupted=True``.
+
+    The run ends with a line splitting its wall time (compiling, steps, evaluation,
+    samples and heatmaps, checkpoints, ...; see `training.run_clock`), also logged
+    to TensorBoard (time/...). ``clock``: the time source of that split.
 
     Returns:
         A `TrainResult`.
@@ -355,7 +388,7 @@ def train(cfg: RunConfig) -> TrainResult:
     """
     trainer, finished = None, False
     try:
-        trainer = Trainer(cfg)
+        trainer = Trainer(cfg, clock)
         result = trainer.run()
         finished = True
         return result

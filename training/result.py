@@ -23,6 +23,9 @@ class TrainResult:
         interrupted: True if Ctrl-C / SIGTERM stopped the run early.
         signal: the signal number that stopped it, if any.
         rank: this process's rank (0 unless launched by torchrun).
+        time_split: seconds of this process's wall time in each part (setup, compile,
+            steps, data, eval, views, checkpoints, other; see `training.run_clock`),
+            adding up to it; empty if the run had nothing to do.
     """
 
     out_dir: Path
@@ -34,3 +37,4 @@ class TrainResult:
     interrupted: bool = False
     signal: int | None = None
     rank: int = 0
+    time_split: dict = field(default_factory=dict)

@@ -12,6 +12,10 @@
                           (the same as val/loss when train.eval_tokens covers it)
     samples/fixed_prompt  text: a fixed-seed sample (see `training.tensorboard_views`)
     attention/layer_<l>   image: layer l's attention heatmaps, heads side by side
+    time/<part>_seconds   at each evaluation before the last step and when the run
+                          ends: seconds of wall time so far in each part (setup,
+                          compile, steps, data, eval, views, checkpoints, other; see
+                          `training.run_clock`), and time/wall_seconds, their sum
 
 and, once at the start, the run's hyperparameters for the HParams tab, with the
 metrics above declared in the order the table shows them (see `training.hparams`).
@@ -45,6 +49,8 @@ VAL_FULL_LOSS = "val/full_loss"
 VAL_FULL_BPC = "val/full_bpc"
 SAMPLE_TEXT = "samples/fixed_prompt"
 ATTENTION_IMAGE = "attention/layer_{layer}"
+TIME_PART = "time/{part}_seconds"
+TIME_WALL = "time/wall_seconds"
 
 # Steps TensorBoard keeps per image and text tag with `tensorboard_command`'s flag: every
 # evaluation of a run of up to that many (a longer run's command names its own number).
@@ -153,6 +159,14 @@ class RunWriter:
             self.writer.add_image(
                 ATTENTION_IMAGE.format(layer=layer), image, step, dataformats="HWC"
             )
+
+    def time_split(self, step: int, split: dict[str, float]) -> None:
+        """Where the wall time went so far: seconds per part (TIME_PART) and in all
+        (TIME_WALL); flushed."""
+        for part, seconds in split.items():
+            self.writer.add_scalar(TIME_PART.format(part=part), seconds, step)
+        self.writer.add_scalar(TIME_WALL, sum(split.values()), step)
+        self.writer.flush()
 
     def flush(self) -> None:
         """Write everything pending to the event file."""
