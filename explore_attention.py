@@ -11,7 +11,7 @@ Prints the attention weights of one layer, for one head or the average of its he
 as a table: rows are the current character, columns the characters it attends to,
 each row sums to 1, and the masked future is blank. Writes a PNG grid of heatmaps,
 every layer (down) by every head (across), with the characters on the axes.
-The weights are the model's own, from model/attention.py's explicit_attention.
+The weights are the model's own, from model/gpt.py's explicit_attention.
 
 --serve starts a local web page instead (viz/attention_server.py): type a prompt, pick a
 layer and head, click a character to compare the heads, see the next-character
