@@ -27,10 +27,8 @@ import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from data import CorpusError
-from training import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.config import ConfigError
-from training.device import resolve_device
-from viz.attention_plot import attention_grid_figure
+from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
+from model.device import resolve_device
 from viz.attention_server import AttentionExplorer, ExplorerServer, render_page
 from viz.attention_table import format_attention_table
 from viz.attention_weights import prompt_attention, select_head
@@ -163,13 +161,16 @@ def main(argv: list[str] | None = None) -> int:
         weights = prompt_attention(model.to(device), ids)
         table = select_head(weights, args.layer, args.head)
         png_layers = parse_layers(args.png_layers, weights.size(0))
-    except (ValueError, ConfigError, CheckpointError, CorpusError) as e:
+    except (ValueError, CheckpointError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     n_layer, n_head = weights.shape[:2]
     # The files first: a reader that stops reading the table (| head) must not cost them.
     png = Path(args.png) if args.png else Path(args.out_dir) / "attention.png"
     png.parent.mkdir(parents=True, exist_ok=True)
+    # matplotlib is imported for the picture only: loading the model does without it.
+    from viz.attention_plot import attention_grid_figure
+
     fig = attention_grid_figure(
         weights[png_layers], args.prompt, layers=png_layers, title=f"{path}: {args.prompt!r}"
     )

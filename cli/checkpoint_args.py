@@ -10,8 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from training.checkpoint import CheckpointError
-from training.run_folder import BEST_NAME, CKPT_NAME, CONFIG_NAME
+from model.checkpoint import BEST_NAME, CKPT_NAME, CONFIG_NAME, CheckpointError
 
 
 def add_checkpoint_arguments(parser) -> None:

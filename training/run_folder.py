@@ -19,11 +19,9 @@ from pathlib import Path
 
 import yaml
 
+from model.checkpoint import BEST_NAME, CKPT_NAME, CONFIG_NAME  # noqa: F401  (named there)
 from training.config import ConfigError
 
-CKPT_NAME = "ckpt.pt"  # latest state, for resuming
-BEST_NAME = "best.pt"  # weights with the lowest validation loss so far
-CONFIG_NAME = "config.yaml"
 LOCK_NAME = ".lock"
 
 
