@@ -53,9 +53,8 @@ SLIDING_WINDOW_KEEP = 0.75
 # while a stream still shows text every fraction of a second on a CPU, and a stop
 # sequence costs at most 15 tokens of work past it.
 CHUNK = 16
-# The grouped few-row product (CPU, eager): products of at most this many rows,
-# split into the first of these numbers of row groups that divides the outputs.
-FEW_ROWS = 16
+# `one_row_linear` (CPU, eager, batch 1) splits a weight's outputs into the first of
+# these numbers of row groups that divides them.
 GROUPS = (8, 4, 2)
 
 
@@ -129,17 +128,17 @@ class KVCache:
         )
 
 
-def few_row_linear(
+def one_row_linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int
 ) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` for a few rows, as one batched product over groups
-    of the weight's output rows: on CPU, each core then streams its own share of the
-    weights, where F.linear's few-row kernel streams them on one core.
+    """``F.linear(x, weight, bias)`` for one row (a batch-1 decode step), as one batched
+    product over groups of the weight's output rows: on CPU that streams the weights
+    faster than F.linear's matrix-vector kernel (bench/sample_speed.py, batch 1).
 
     The sums are the same products added in another order (about 1e-6 relative).
 
     Args:
-        x: (..., C) activations holding R rows in all.
+        x: (..., C) activations holding one row (x.numel() == C).
         weight: (N, C), N divisible by groups.
         bias: (N,) or None.
         groups: g, the number of row groups.
@@ -148,23 +147,18 @@ def few_row_linear(
         (..., N), as ``F.linear``.
 
     Raises:
-        ValueError: if N is not divisible by groups.
+        ValueError: if x holds more than one row or N is not divisible by groups.
     """
     N, C = weight.shape
+    if x.numel() != C:
+        raise ValueError(f"one_row_linear: x holds {x.numel() // C} rows of {C}, not one")
     if N % groups:
-        raise ValueError(f"few_row_linear: N = {N} output rows do not split into {groups} groups")
-    grouped = weight.view(groups, N // groups, C)
-    if x.numel() == C:
-        # (g, N/g, C) @ (g, C, 1) -> (g, N/g, 1). The column is the row repeated for each
-        # group (stride 0) with strides (1, C), the layout bmm's fast path reads.
-        row = x.reshape(C)
-        column = row.as_strided((groups, C, 1), (0, row.stride(0), C))
-        out = torch.bmm(grouped, column).view(*x.shape[:-1], N)
-    else:
-        # (g, R, C) @ (g, C, N/g) -> (g, R, N/g) -> (R, N)
-        rows = x.reshape(-1, C)
-        out = torch.bmm(rows.expand(groups, -1, -1), grouped.transpose(1, 2))
-        out = out.transpose(0, 1).reshape(*x.shape[:-1], N)
+        raise ValueError(f"one_row_linear: N = {N} output rows do not split into {groups} groups")
+    # (g, N/g, C) @ (g, C, 1) -> (g, N/g, 1). The column is the row repeated for each
+    # group (stride 0) with strides (1, C), the layout bmm's fast path reads.
+    row = x.reshape(C)
+    column = row.as_strided((groups, C, 1), (0, row.stride(0), C))
+    out = torch.bmm(weight.view(groups, N // groups, C), column).view(*x.shape[:-1], N)
     return out if bias is None else out + bias.to(out.dtype)
 
 
@@ -190,8 +184,8 @@ class Engine:
             CUDA with ``mode="reduce-overhead"``: CUDA graphs); None takes
             `compile_by_default` for the model's device.
         backend: torch.compile's backend ("inductor"; tests pass a counting one).
-        grouped: use `few_row_linear` for products of at most FEW_ROWS rows; None
-            means on CPU when not compiling.
+        grouped: use `one_row_linear` for products of one row (batch 1); None means
+            on CPU when not compiling.
     """
 
     def __init__(
@@ -218,11 +212,11 @@ class Engine:
             )
 
     def linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        """``layer(x)``, through `few_row_linear` when grouped and x has few rows."""
-        if self.grouped and x.numel() <= FEW_ROWS * layer.in_features:
+        """``layer(x)``, through `one_row_linear` when grouped and x is one row."""
+        if self.grouped and x.numel() == layer.in_features:
             groups = next((g for g in GROUPS if layer.out_features % g == 0), None)
             if groups is not None and layer.weight.is_contiguous():
-                return few_row_linear(x, layer.weight, layer.bias, groups)
+                return one_row_linear(x, layer.weight, layer.bias, groups)
         return layer(x)
 
     def residual_update(self, block: nn.Module, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -274,16 +268,24 @@ class Engine:
         position: torch.Tensor,
         keys: torch.Tensor,
         values: torch.Tensor,
-        slots: torch.Tensor,
+        slots: torch.Tensor | None,
     ) -> torch.Tensor:
-        """One token per sequence at a position held in a tensor: the shapes never
-        change, so a compiled step is traced once.
+        """One token per sequence at a position held in a tensor.
+
+        Compiled, the step gets the whole cache and its ``slots``, and masks the slots
+        not written yet: the shapes never change, so it is traced once. Eager, it gets
+        views of the slots written so far and the new one (the host counts them, no
+        read), and ``slots=None``: every slot given is visible, and a short context
+        reads a short cache.
 
         Args:
             token: (B, 1) int64 new tokens.
-            position: (1,) int64 their position; written to slot position mod max_length
+            position: (1,) int64 their position; written to slot position mod block_size
                 (a RoPE model's cache rolls past block_size; see the module docstring).
-            keys, values, slots: a `KVCache`'s tensors; keys and values are updated.
+            keys, values: a `KVCache`'s tensors (n_layer, B, n_head, S, d_k), the whole
+                cache or its first S slots; updated in place.
+            slots: the cache's ``slots``, to mask the slots after ``position``; None
+                when all S slots are visible.
 
         Returns:
             (B, vocab_size) logits of the next token.
@@ -295,9 +297,10 @@ class Engine:
         x = model.dropout(x)
         if self.rotary is not None:
             cos, sin = rotary_angles(self.rotary, position)
-        slot = position % slots.size(0)
-        # (1, max_length): the slots written so far (all of them once rolling).
-        visible = (slots <= position).unsqueeze(0)
+        slot = position % model.config.block_size
+        visible = None  # (1, block_size): the slots written so far (all, once rolling)
+        if slots is not None:
+            visible = (slots <= position).unsqueeze(0)
         for layer, block in enumerate(model.blocks):
             q, k, v = self.heads(block, x)
             if self.rotary is not None:
@@ -340,7 +343,13 @@ class Engine:
                     window[:, length] = token[:, 0]
                 if cuda_graphs:  # the previous step's logits have been used
                     torch.compiler.cudagraph_mark_step_begin()
-                logits = self.step(token, position, cache.keys, cache.values, cache.slots)
+                if self.compiled:
+                    keys, values, slots = cache.keys, cache.values, cache.slots
+                else:  # the written slots and the new one
+                    seen = min(length + 1, block_size)
+                    keys, values = cache.keys[..., :seen, :], cache.values[..., :seen, :]
+                    slots = None
+                logits = self.step(token, position, keys, values, slots)
                 position += 1
                 length += 1
             else:

@@ -1,6 +1,6 @@
 """The decoding engine (model/engine.py): the compiled decode step is traced once and
 never recompiles, the decode loop reads nothing back per token, the eager and compiled
-steps sample the same tokens, and the grouped few-row product equals F.linear.
+steps sample the same tokens, and the grouped one-row product equals F.linear.
 
 Compilation is counted with a backend that records each graph torch.compile hands it
 and runs it as captured (no code generation: the suite stays fast); ``aot_eager``
@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import sharp_model
-from model.engine import CHUNK, Engine, few_row_linear, generate_chunks, sliding_window_keep
+from model.engine import CHUNK, Engine, generate_chunks, one_row_linear, sliding_window_keep
 
 VOCAB = 20
 BLOCK = 16
@@ -116,26 +116,28 @@ def test_chunks_hold_the_tokens_of_generate():
         generate_chunks(model, prompt, 3, chunk_size=0)
 
 
-@pytest.mark.parametrize("leading", [(1,), (1, 1), (3,), (2, 4), (16,)])
+@pytest.mark.parametrize("leading", [(1,), (1, 1), (1, 1, 1)])
 @pytest.mark.parametrize("groups", [8, 4, 2])
 @pytest.mark.parametrize("bias", [True, False])
-def test_few_row_linear_equals_f_linear(leading, groups, bias):
+def test_one_row_linear_equals_f_linear(leading, groups, bias):
     torch.manual_seed(0)
     weight, b = torch.randn(48, 24), torch.randn(48) if bias else None
     x = torch.randn(*leading, 24)
-    out = few_row_linear(x, weight, b, groups)
+    out = one_row_linear(x, weight, b, groups)
     assert out.shape == (*leading, 48)
     torch.testing.assert_close(out, F.linear(x, weight, b), atol=1e-5, rtol=1e-6)
 
 
-def test_few_row_linear_refuses_rows_that_do_not_split():
+def test_one_row_linear_refuses_rows_that_do_not_split_and_several_rows():
     with pytest.raises(ValueError, match="65 output rows do not split into 8"):
-        few_row_linear(torch.randn(1, 8), torch.randn(65, 8), None, 8)
+        one_row_linear(torch.randn(1, 8), torch.randn(65, 8), None, 8)
+    with pytest.raises(ValueError, match="holds 2 rows"):
+        one_row_linear(torch.randn(2, 8), torch.randn(64, 8), None, 8)
 
 
 def test_grouped_and_plain_products_decode_the_same_greedy_tokens():
     model = sharp_model(VOCAB, BLOCK, n_embd=32)
-    prompt = torch.randint(0, VOCAB, (4, 5), generator=torch.Generator().manual_seed(6))
+    prompt = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(6))
     grouped = engine_tokens(Engine(model, grouped=True), prompt, 40, 0, temperature=0)
     plain = engine_tokens(Engine(model, grouped=False), prompt, 40, 0, temperature=0)
     assert torch.equal(grouped, plain)

@@ -1,5 +1,5 @@
 """sample.py: streaming, batches with stop strings, prompt files, argument errors named
-as flags, closed pipes, an out-of-vocabulary draw; and bench/sample_speed.py."""
+as flags, closed pipes; and bench/sample_speed.py."""
 
 import dataclasses
 import io
@@ -182,8 +182,8 @@ def test_benchmark_script_runs_and_prints_a_table(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4 layers")]
     assert len(rows) == 2
     for row in rows:
-        speedup = row.split("|")[-2].strip()
-        assert speedup.endswith("x") and math.isfinite(float(speedup[:-1]))
+        rate = float(row.split("|")[-2].strip().replace(",", ""))  # characters per second
+        assert math.isfinite(rate) and rate > 0
 
 
 def test_a_missing_checkpoint_says_what_to_do(tmp_path):
