@@ -56,6 +56,10 @@ CHUNK = 16
 # `one_row_linear` (CPU, eager, batch 1) splits a weight's outputs into the first of
 # these numbers of row groups that divides them.
 GROUPS = (8, 4, 2)
+# Products of 2 .. FEW_ROWS rows (CPU, eager: a batch's decode steps) multiply weights
+# transposed once per generation: torch.addmm(b, x, Wᵀ) with Wᵀ contiguous runs faster
+# there than F.linear's x Wᵀ on the weight as stored (bench/sample_speed.py, batch 8).
+FEW_ROWS = 16
 
 
 def sliding_window_keep(block_size: int) -> int:
@@ -184,8 +188,9 @@ class Engine:
             CUDA with ``mode="reduce-overhead"``: CUDA graphs); None takes
             `compile_by_default` for the model's device.
         backend: torch.compile's backend ("inductor"; tests pass a counting one).
-        grouped: use `one_row_linear` for products of one row (batch 1); None means
-            on CPU when not compiling.
+        cpu_paths: multiply one row with `one_row_linear` (batch 1) and 2 .. FEW_ROWS
+            rows with weights transposed once per generation (the copies about double
+            the weights' memory while it lasts); None means on CPU when not compiling.
     """
 
     def __init__(
@@ -194,13 +199,16 @@ class Engine:
         *,
         compile: bool | None = None,
         backend="inductor",
-        grouped: bool | None = None,
+        cpu_paths: bool | None = None,
     ):
         self.model = model
         device = model.token_embedding.weight.device
         self.device = device
         self.compiled = compile_by_default(device) if compile is None else compile
-        self.grouped = (device.type == "cpu" and not self.compiled) if grouped is None else grouped
+        default = device.type == "cpu" and not self.compiled
+        self.cpu_paths = default if cpu_paths is None else cpu_paths
+        # layer -> its weight transposed (C, N), for one generation (see `tokens`).
+        self.transposed: dict[nn.Linear, torch.Tensor] = {}
         self.rotary = model.blocks[0].attn.rotary
         self.step = self.decode_step
         if self.compiled:
@@ -212,11 +220,19 @@ class Engine:
             )
 
     def linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        """``layer(x)``, through `one_row_linear` when grouped and x is one row."""
-        if self.grouped and x.numel() == layer.in_features:
+        """``layer(x)``, on the CPU paths when they are on (see `Engine`)."""
+        if self.cpu_paths and x.numel() == layer.in_features:
             groups = next((g for g in GROUPS if layer.out_features % g == 0), None)
             if groups is not None and layer.weight.is_contiguous():
                 return one_row_linear(x, layer.weight, layer.bias, groups)
+        transposed = self.transposed.get(layer)
+        if transposed is not None and x.numel() <= FEW_ROWS * layer.in_features:
+            rows = x.reshape(-1, layer.in_features)
+            if layer.bias is None:
+                out = rows @ transposed
+            else:
+                out = torch.addmm(layer.bias, rows, transposed)
+            return out.view(*x.shape[:-1], layer.out_features)
         return layer(x)
 
     def residual_update(self, block: nn.Module, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -324,6 +340,10 @@ class Engine:
         rolling = model.config.position == "rope"
         keep = sliding_window_keep(block_size)
         cache = KVCache.for_model(model, idx.size(0))
+        if self.cpu_paths and 2 <= idx.size(0) <= FEW_ROWS:
+            # Copied at every generation: the weights may have changed since the last.
+            linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+            self.transposed = {m: m.weight.t().contiguous() for m in linears}
         context = idx[:, -block_size:]
         length = context.size(1)  # positions in the cache (a host count: no read)
         # window[:, :length]: the tokens of a learned-position model's cache, kept so

@@ -1,6 +1,6 @@
 """The decoding engine (model/engine.py): the compiled decode step is traced once and
 never recompiles, the decode loop reads nothing back per token, the eager and compiled
-steps sample the same tokens, and the grouped one-row product equals F.linear.
+steps sample the same tokens, and the CPU paths of the products equal F.linear.
 
 Compilation is counted with a backend that records each graph torch.compile hands it
 and runs it as captured (no code generation: the suite stays fast); ``aot_eager``
@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import sharp_model
+from model import engine as engine_module
 from model.engine import CHUNK, Engine, generate_chunks, one_row_linear, sliding_window_keep
 
 VOCAB = 20
@@ -135,9 +136,22 @@ def test_one_row_linear_refuses_rows_that_do_not_split_and_several_rows():
         one_row_linear(torch.randn(2, 8), torch.randn(64, 8), None, 8)
 
 
-def test_grouped_and_plain_products_decode_the_same_greedy_tokens():
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_cpu_paths_decode_the_greedy_tokens_of_f_linear(batch, monkeypatch):
+    """Batch 1 takes `one_row_linear`, a batch the transposed weights; both give the
+    tokens of plain F.linear products."""
     model = sharp_model(VOCAB, BLOCK, n_embd=32)
-    prompt = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(6))
-    grouped = engine_tokens(Engine(model, grouped=True), prompt, 40, 0, temperature=0)
-    plain = engine_tokens(Engine(model, grouped=False), prompt, 40, 0, temperature=0)
-    assert torch.equal(grouped, plain)
+    prompt = torch.randint(0, VOCAB, (batch, 5), generator=torch.Generator().manual_seed(6))
+    plain = engine_tokens(Engine(model, cpu_paths=False), prompt, 40, 0, temperature=0)
+    calls = []
+    for name in ("one_row_linear", "addmm"):
+        real = getattr(engine_module, name) if name != "addmm" else torch.addmm
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(engine_module if name != "addmm" else torch, name, spy)
+    fast = engine_tokens(Engine(model, cpu_paths=True), prompt, 40, 0, temperature=0)
+    assert set(calls) == ({"one_row_linear"} if batch == 1 else {"addmm"})
+    assert torch.equal(fast, plain)

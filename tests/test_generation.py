@@ -79,7 +79,7 @@ def test_prefill_gives_the_last_logits_and_caches_every_position(architecture):
     keys and values a one-token-at-a-time decode writes; its last block's MLP sees
     one row."""
     model = sharp_model(VOCAB, BLOCK, device=TEST_DEVICE, **architecture)
-    engine = Engine(model, compile=False, grouped=False)
+    engine = Engine(model, compile=False, cpu_paths=False)
     idx = random_ids((3, BLOCK), seed=4)
     mlp_rows = []
     hook = model.blocks[-1].mlp.up_proj.register_forward_hook(
