@@ -14,7 +14,9 @@ This is the design of gpt-fast's generate.py and of Hugging Face's static cache:
 - The step can therefore be compiled once, with ``torch.compile(fullgraph=True)``, and
   on CUDA replayed as a CUDA graph (``mode="reduce-overhead"``): one launch a token
   instead of a hundred small kernels launched from Python. On CPU a step is not
-  launch-bound, and eager PyTorch is the default (`compile_by_default`).
+  launch-bound, and eager PyTorch is the default (`compile_by_default`); an eager step
+  is given only the slots written so far (no mask), and CPU paths for the few-row
+  products (`Engine`'s ``cpu_paths``).
 - Sampling runs on the device and nothing is read back per token: `generate_chunks`
   copies tokens to the host CHUNK at a time.
 
