@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from data import CorpusError, prepare_corpus
-from training import CheckpointError, load_checkpoint, model_from_checkpoint
+from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from training.config import ConfigError, RunConfig, all_keys, build_config, flatten
 from training.device import autocast_context, resolve_device
 from training.distributed import DistContext

@@ -11,7 +11,7 @@ Prints the attention weights of one layer, for one head or the average of its he
 as a table: rows are the current character, columns the characters it attends to,
 each row sums to 1, and the masked future is blank. Writes a PNG grid of heatmaps,
 every layer (down) by every head (across), with the characters on the axes.
-The weights are the model's own, from model/attention.py's explicit_attention.
+The weights are the model's own, from model/gpt.py's explicit_attention.
 
 --serve starts a local web page instead (viz/attention_server.py): type a prompt, pick a
 layer and head, click a character to compare the heads, see the next-character
@@ -29,10 +29,8 @@ from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_pat
 from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
-from training import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.config import ConfigError
-from training.device import resolve_device
-from viz.attention_plot import attention_grid_figure
+from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
+from model.device import resolve_device
 from viz.attention_server import AttentionExplorer, ExplorerServer, render_page
 from viz.attention_table import format_attention_table
 from viz.attention_weights import prompt_attention, select_head
@@ -169,13 +167,16 @@ def main(argv: list[str] | None = None) -> int:
         weights = prompt_attention(model.to(device), ids)
         table = select_head(weights, args.layer, args.head)
         png_layers = parse_layers(args.png_layers, weights.size(0))
-    except (ValueError, ConfigError, CheckpointError, CorpusError) as e:
+    except (ValueError, CheckpointError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     n_layer, n_head = weights.shape[:2]
     # The files first: a reader that stops reading the table (| head) must not cost them.
     png = Path(args.png) if args.png else Path(args.out_dir) / "attention.png"
     png.parent.mkdir(parents=True, exist_ok=True)
+    # matplotlib is imported for the picture only: loading the model does without it.
+    from viz.attention_plot import attention_grid_figure
+
     fig = attention_grid_figure(
         weights[png_layers], args.prompt, layers=png_layers, title=f"{path}: {args.prompt!r}"
     )

@@ -26,15 +26,14 @@ from cli.stop_sequences import StopSequences
 from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
+from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
+from model.device import resolve_device
+from model.engine import generate_chunks
 from model.sampling import (
     SamplingArgumentError,
-    SamplingError,
     make_generator,
     validate_sampling_args,
 )
-from training import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.config import ConfigError
-from training.device import resolve_device
 
 SEPARATOR = "\n" + "-" * 40
 
@@ -174,12 +173,15 @@ def _main(argv: list[str] | None) -> int:
                 stop_ids.append(tokenizer.encode(stop).tolist())
             except CorpusError as e:
                 raise ValueError(f"--stop {stop!r} can never be generated: {e}") from None
-    except (ValueError, ConfigError, CheckpointError, CorpusError) as e:
+    except (ValueError, CheckpointError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     model.to(device).eval()
     idx = prompt_ids.to(device).unsqueeze(0).repeat(args.num_samples, 1)
-    steps = model.generate_stream(
+    # Tokens come back to the host CHUNK at a time (model/engine.py): streamed text
+    # appears a chunk at a time, and a stop sequence ends the sample within a chunk.
+    chunks = generate_chunks(
+        model,
         idx,
         args.max_new_tokens,
         args.temperature,
@@ -202,8 +204,11 @@ def _main(argv: list[str] | None) -> int:
         if stream:
             sys.stdout.write(prompt)
             sys.stdout.flush()
-        for step in steps:
-            show(stops.push(step[:, 0].tolist()))
+        for chunk in chunks:
+            for column in chunk.T.tolist():  # (B,) tokens of one step
+                show(stops.push(column))
+                if stops.all_finished:
+                    break
             if stops.all_finished:
                 break  # leaving the iterator early skips the remaining model work
         show(stops.flush())
@@ -218,9 +223,6 @@ def _main(argv: list[str] | None) -> int:
         # that Python's final flush of the buffered rest cannot raise again at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except SamplingError as e:
-        print(f"\nerror: {e}", file=sys.stderr)
-        return 1
     return 0
 
 

@@ -19,7 +19,7 @@ Steps, each in its own process under its own time limit:
                   saves and exits) --modern-seconds after training starts; compared with
                   the recipe of step 3 at the same step
   5 train_speed   bench/train_speed.py on both recipes: ms/step, tokens/s, MFU
-  6 sample_speed  bench/sample_speed.py: characters/s with and without the KV cache
+  6 sample_speed  bench/sample_speed.py: characters/s with the KV cache (the step compiled)
 
 Times of steps 3 and 4 are on the run's clock (see TIMES below); each step's "seconds"
 is its whole command's wall-clock time.
@@ -495,8 +495,7 @@ def sample_speed_figures(row: dict[str, str]) -> str:
     parts = [part.strip() for part in row["model"].split(",")]  # layers, heads, width, ...
     return (
         f"{parts[0]}, {parts[2]}, {parts[-1]}, batch {row['batch']}: "
-        f"{row['KV cache (chars/s)']} chars/s "
-        f"with the KV cache ({row['speed-up']} the speed without)"
+        f"{row['chars/s']} chars/s with the KV cache (model/engine.py)"
     )
 
 

@@ -1,20 +1,24 @@
-"""Sampling speed with and without the KV cache (a benchmark, not a test).
+"""Sampling speed in characters per second, the figure a user waits on (a benchmark,
+not a test).
 
-    python bench/sample_speed.py                      # the full table (several minutes)
+    python bench/sample_speed.py                      # the six rows (a few minutes)
     python bench/sample_speed.py --new-tokens 100     # a quick look
-    python bench/sample_speed.py --device cuda        # on a GPU
+    python bench/sample_speed.py --device cuda        # on a GPU (the step compiled)
+    python bench/sample_speed.py --compile            # compile the step on CPU too
+    python bench/sample_speed.py --no-cache           # add the uncached reference
 
 For each model shape and batch size, generates --new-tokens characters per sequence
 from a --prompt-len character prompt with random weights (vocab 65, eval mode,
-temperature 1), once with `use_cache=False` (every step re-runs the last block_size
-tokens) and once with the KV cache, and prints characters per second: characters
-generated in the whole batch divided by wall-clock seconds. One untimed warm-up run of
-a few tokens precedes each timing. Past block_size the cached path slides its window
-(model/generation.py: a RoPE model's cache rolls; a learned-position model refills 3/4
-of its window every block_size/4 characters), and that cost is included.
+temperature 1) through `model.generate` (model/engine.py: static KV cache, prefill,
+one-token steps), and prints characters per second: characters generated in the whole
+batch divided by wall-clock seconds. One untimed warm-up run of a few tokens precedes
+each timing (it also compiles the step, with --compile). Past block_size the window
+slides (a RoPE model's cache rolls; a learned-position model refills 3/4 of its window
+every block_size/4 characters), and that cost is included.
 
 The model runs in float32 on every device, as sample.py runs it; on CUDA the clock
-is read after the device has finished (torch.cuda.synchronize).
+is read after the device has finished (torch.cuda.synchronize). To compare two
+checkouts, run each one's script alternately on a quiet machine and divide the rows.
 
 --prompt-len block_size times the steady state at full context only. On a machine
 shared with other work, --threads 1 gives steadier figures: with every core busy,
@@ -31,9 +35,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import GPT, GPTConfig  # noqa: E402  (needs the path above)
+from model.device import DeviceError, resolve_device  # noqa: E402
 from model.sampling import make_generator  # noqa: E402
-from training.config import ConfigError  # noqa: E402
-from training.device import resolve_device  # noqa: E402
 
 # name -> (n_layer, n_head, n_embd, block_size, position)
 SHAPES = {
@@ -53,8 +56,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-sizes", default="1,8", help="comma list of batch sizes")
     p.add_argument("--new-tokens", type=int, default=1000, help="characters per sequence")
     p.add_argument("--prompt-len", type=int, default=1, help="prompt characters")
-    p.add_argument("--no-cache", action=argparse.BooleanOptionalAction, default=True,
-                   help="also time the uncached path (slow: --no-no-cache skips it)")  # fmt: skip
+    p.add_argument("--no-cache", action="store_true",
+                   help="also time the uncached reference path (slow)")  # fmt: skip
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="compile the decode step (default: the device's, on for CUDA)")  # fmt: skip
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
     p.add_argument("--seed", type=int, default=0)
@@ -69,15 +74,17 @@ def wait_for(device: torch.device) -> None:
 
 def chars_per_second(model: GPT, batch: int, args: argparse.Namespace, use_cache: bool) -> float:
     """Characters generated per wall-clock second over the batch (B * new / seconds)."""
+    options = {"generator": None, "use_cache": use_cache, "compile": args.compile}
     device = next(model.parameters()).device
     gen = make_generator(args.seed, device)
     prompt = torch.randint(
         0, VOCAB_SIZE, (batch, args.prompt_len), generator=torch.Generator().manual_seed(args.seed)
     ).to(device)
-    model.generate(prompt, 4, generator=gen, use_cache=use_cache)  # warm-up
+    options["generator"] = gen
+    model.generate(prompt, 4, **options)  # warm-up
     wait_for(device)
     start = time.perf_counter()
-    model.generate(prompt, args.new_tokens, generator=gen, use_cache=use_cache)
+    model.generate(prompt, args.new_tokens, **options)
     wait_for(device)
     return batch * args.new_tokens / (time.perf_counter() - start)
 
@@ -87,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
         device = resolve_device(args.device)
-    except ConfigError as e:
+    except DeviceError as e:
         raise SystemExit(f"--device: {e}") from None
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -96,8 +103,11 @@ def main(argv: list[str] | None = None) -> None:
         f"torch {torch.__version__}, {where}, {torch.get_num_threads()} threads, "
         f"{args.new_tokens} new characters per sequence, prompt {args.prompt_len}"
     )
-    print("| model | batch | no cache (chars/s) | KV cache (chars/s) | speed-up |")
-    print("|---|---|---|---|---|")
+    step = {None: "the device's default", True: "compiled", False: "eager"}[args.compile]
+    print(f"decode step: {step}")
+    extra = " no cache (chars/s) |" if args.no_cache else ""
+    print(f"| model | batch | chars/s |{extra}")
+    print("|---|---|---|" + ("---|" if args.no_cache else ""))
     for name in args.models.split(","):
         n_layer, n_head, n_embd, block_size, position = SHAPES[name]
         torch.manual_seed(args.seed)
@@ -105,13 +115,10 @@ def main(argv: list[str] | None = None) -> None:
         model = GPT(config).eval().to(device)
         label = f"{n_layer} layers, {n_head} heads, {n_embd} wide, block {block_size}, {position}"
         for batch in (int(b) for b in args.batch_sizes.split(",")):
-            cached = chars_per_second(model, batch, args, use_cache=True)
+            cells = f"{chars_per_second(model, batch, args, use_cache=True):,.0f} |"
             if args.no_cache:
-                plain = chars_per_second(model, batch, args, use_cache=False)
-                cells = f"{plain:,.0f} | {cached:,.0f} | {cached / plain:.1f}x"
-            else:
-                cells = f"- | {cached:,.0f} | -"
-            print(f"| {label} | {batch} | {cells} |", flush=True)
+                cells += f" {chars_per_second(model, batch, args, use_cache=False):,.0f} |"
+            print(f"| {label} | {batch} | {cells}", flush=True)
 
 
 if __name__ == "__main__":

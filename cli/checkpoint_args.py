@@ -11,8 +11,13 @@ from pathlib import Path
 
 import yaml
 
-from training.checkpoint import CheckpointError
-from training.run_folder import BEST_NAME, CKPT_NAME, CONFIG_NAME, run_in_progress
+from model.checkpoint import (
+    BEST_NAME,
+    CKPT_NAME,
+    CONFIG_NAME,
+    CheckpointError,
+    run_in_progress,
+)
 
 
 def add_checkpoint_arguments(parser) -> None:

@@ -22,7 +22,7 @@ anything (zero_init_proj and dropout only matter in training). Why each is exact
   1/sqrt(d_k). Its ``Conv1D`` layers store weights as (in, out), the transpose of
   ``nn.Linear``; GPT-2 always has biases, so a run without them exports zeros.
 - Qwen3 and Llama: RMSNorm with a gain, RoPE in the half-split layout
-  (``rotate_half``, as `model.rope`), per-head RMS QK-norm (Qwen3: with a gain, exported
+  (``rotate_half``, as `model.gpt.rotate`), per-head RMS QK-norm (Qwen3: with a gain, exported
   as ones). Their eps is one config value for every norm: ours is PyTorch's default,
   ``torch.finfo(float32).eps``. Their MLP is gated, down(act(gate(x)) * up(x)); with
   act = ReLU and gate = up = our up_proj it is down(relu(z) * z) = down(relu(z)²),

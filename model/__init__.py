@@ -1,7 +1,14 @@
-"""The network: configuration, attention, transformer block, GPT and generation."""
+"""The network (model/gpt.py), its configuration (model/config.py), and decoding with a
+KV cache (model/engine.py) and sampling (model/sampling.py)."""
 
-from model.attention import CausalSelfAttention, causal_mask, explicit_attention
 from model.config import GPTConfig
-from model.gpt import GPT
+from model.gpt import GPT, CausalSelfAttention, causal_mask, explicit_attention, record_attention
 
-__all__ = ["GPT", "GPTConfig", "CausalSelfAttention", "causal_mask", "explicit_attention"]
+__all__ = [
+    "GPT",
+    "GPTConfig",
+    "CausalSelfAttention",
+    "causal_mask",
+    "explicit_attention",
+    "record_attention",
+]

@@ -1,4 +1,5 @@
-"""The GPT: embeddings, a stack of transformer blocks, and a language-model head.
+"""The whole network in one file, in reading order: norm, rotary embedding, causal
+self-attention, MLP, block, GPT.
 
     idx (B, T) token ids
       -> token embedding (+ learned position embedding)  (B, T, C)
@@ -7,27 +8,262 @@
 
 By default this is GPT-2: learned positions, LayerNorm, GELU, and an LM head that
 shares its weight matrix with the token embedding (weight tying, Press & Wolf 2017).
-`GPTConfig` switches on the modern options (RoPE, RMSNorm, QK-norm, ReLU², untied
-head, logit soft-capping, zero-initialised projections).
+`GPTConfig` (model/config.py) switches on the modern options: RoPE, RMSNorm, QK-norm,
+ReLU², an untied head, logit soft-capping, zero-initialised projections.
 
-Generation (`GPT.generate`, `GPT.generate_stream`) lives in `model.generation`.
+This file is the training forward pass only. Decoding with a KV cache (prefill, the
+one-token step, sampling) lives in model/engine.py and reuses these modules' weights.
 """
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model import generation
-from model.block import Block
 from model.config import GPTConfig
-from model.kv_cache import KVCache
-from model.linear import Linear
-from model.norm import make_norm
-from model.rope import RotaryEmbedding
 
 INIT_STD = 0.02
+
+
+def make_norm(config: GPTConfig) -> nn.Module:
+    """A norm over the last dimension (n_embd) of (B, T, C) activations.
+
+    "layernorm": subtract the mean, divide by the standard deviation, then a gain (and a
+    bias if config.bias) (Ba et al. 2016). "rmsnorm": divide by the root mean square,
+    then a gain; cheaper and as good in practice (Zhang & Sennrich 2019).
+    """
+    if config.norm == "rmsnorm":
+        return nn.RMSNorm(config.n_embd)
+    return nn.LayerNorm(config.n_embd, bias=config.bias)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embeddings (RoPE; Su et al. 2021, "RoFormer", section 3.4).
+
+    Instead of adding a position vector to each token, RoPE rotates every pair of
+    channels (i, i + d_k/2) of a query or key by the angle m * base^(-2i/d_k), m being
+    its position. The dot product of a query at m with a key at n then depends only on
+    m - n, which lets a KV cache keep its keys as the window moves (model/engine.py).
+
+    Args:
+        head_size: d_k, must be even.
+        block_size: positions of the cos/sin tables.
+        base: the frequency base theta.
+
+    Raises:
+        ValueError: if head_size is odd.
+    """
+
+    def __init__(self, head_size: int, block_size: int, base: float = 10000.0):
+        super().__init__()
+        if head_size % 2:
+            raise ValueError(f"RoPE needs an even head size (n_embd / n_head), got {head_size}")
+        inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float32) / head_size)
+        angles = torch.outer(torch.arange(block_size, dtype=torch.float32), inv_freq)
+        # Derived from the config, so not saved in checkpoints (persistent=False).
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (d_k/2,)
+        self.register_buffer("cos", angles.cos(), persistent=False)  # (block_size, d_k/2)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Rotate (B, n_head, T, d_k) queries or keys at positions 0 .. T-1."""
+        T = x.size(-2)
+        return rotate(x, self.cos[:T], self.sin[:T])
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each channel pair (x1, x2) of (B, n_head, T, d_k) x by the angles whose
+    (T, d_k/2) cos and sin are given: (x1 cos - x2 sin, x1 sin + x2 cos)."""
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
+    """(T, T) bool mask, True on and below the diagonal: query i may see keys 0..i."""
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def explicit_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: nn.Module | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention with a causal mask, step by step (Vaswani et al.
+    2017, eq. 1).
+
+    Args:
+        q, k, v: (B, n_head, T, d_k) queries, keys and values.
+        dropout: optional dropout applied to the attention weights (training only).
+
+    Returns:
+        out: (B, n_head, T, d_k) weighted sums of the values.
+        weights: (B, n_head, T, T) attention weights; row i is the distribution over
+            the keys 0..i that query i attends to (zeros above the diagonal).
+    """
+    T, d_k = q.size(-2), q.size(-1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, n_head, T, T)
+    # Mask before softmax so the future gets exactly zero weight, not a small one.
+    scores = scores.masked_fill(~causal_mask(T, q.device), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    attended = dropout(weights) if dropout is not None else weights
+    out = attended @ v  # weighted sum of values: (B, n_head, T, d_k)
+    return out, weights
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention, the one place where tokens exchange information.
+
+    Each token's vector is projected to a query q, a key k and a value v; per head:
+
+        scores  = q kᵀ / √d_k                    (B, n_head, T, T)
+        scores  = causal mask: future -> -inf   (token t may only look at 0..t)
+        weights = softmax(scores, dim=-1)       each row sums to 1
+        out     = weights v                     (B, n_head, T, d_k)
+
+    The heads are concatenated and projected back to n_embd channels (Vaswani et al.
+    2017, section 3.2.2). With the modern options, q and k are first RMS-normalised per
+    head (QK-norm, Dehghani et al. 2023) and/or rotated by their positions (RoPE).
+
+    Two paths compute the same numbers: PyTorch's fused `scaled_dot_product_attention`
+    (the default), and `explicit_attention`, the steps above one by one, taken while a
+    `record_attention` block asks for the weights. Tests hold the two equal.
+
+    Args:
+        config: uses n_embd, n_head, dropout, bias and qk_norm.
+        rotary: the RoPE tables (shared by the layers) with ``position=rope``, else None.
+
+    Raises:
+        ValueError: if n_embd is not divisible by n_head.
+    """
+
+    def __init__(self, config: GPTConfig, rotary: RotaryEmbedding | None = None):
+        super().__init__()
+        if config.n_embd % config.n_head != 0:
+            raise ValueError(
+                f"n_embd ({config.n_embd}) must be divisible by n_head ({config.n_head})"
+            )
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.dropout_p = config.dropout
+        # One matrix computes q, k and v for every head at once: (C) -> (3C).
+        self.qkv_proj = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        # Output projection back into the residual stream (scaled at init, see GPT).
+        self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.qk_norm = config.qk_norm
+        self.rotary = rotary
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        # A list while `record_attention` is active: forward appends its weights to it.
+        self.recorder: list[torch.Tensor] | None = None
+
+    def split_heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, T, 3C) output of qkv_proj -> q, k, v, each (B, n_head, T, d_k), with
+        QK-norm applied when configured (not RoPE: that needs the positions)."""
+        B, T, _ = qkv.shape
+        q, k, v = qkv.split(self.n_embd, dim=2)
+        shape = (B, T, self.n_head, self.n_embd // self.n_head)
+        q, k, v = (
+            q.view(shape).transpose(1, 2),
+            k.view(shape).transpose(1, 2),
+            v.view(shape).transpose(1, 2),
+        )
+        if self.qk_norm:  # unit RMS per head: bounded attention logits
+            q = F.rms_norm(q, (q.size(-1),))
+            k = F.rms_norm(k, (k.size(-1),))
+        return q, k, v
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Attend over the sequence: (B, T, C) activations -> (B, T, C)."""
+        B, T, C = x.shape
+        q, k, v = self.split_heads(self.qkv_proj(x))
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        if self.recorder is not None:
+            out, weights = explicit_attention(q, k, v, self.attn_dropout)
+            self.recorder.append(weights)
+        else:
+            p = self.dropout_p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=T > 1)
+        out = out.transpose(1, 2).contiguous().view(B, T, C)  # concatenate the heads
+        return self.resid_dropout(self.out_proj(out))
+
+
+@contextmanager
+def record_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Within this block, every `CausalSelfAttention` of ``model`` takes the explicit
+    path and keeps its weights: the yielded list receives one (B, n_head, T, T) tensor
+    per layer and forward pass, in layer order. On exit the modules are as before.
+
+        with record_attention(model) as weights:
+            logits, _ = model(idx)
+    """
+    layers = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
+    recorded: list[torch.Tensor] = []
+    for layer in layers:
+        layer.recorder = recorded
+    try:
+        yield recorded
+    finally:
+        for layer in layers:
+            layer.recorder = None
+
+
+class ReLUSquared(nn.Module):
+    """relu(x)², elementwise (So et al. 2021, "Primer")."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Any shape in, same shape out."""
+        return F.relu(x).square()
+
+
+# One module per value of model.config.Activation.
+ACTIVATIONS = {"gelu": nn.GELU, "relu2": ReLUSquared}
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward network: C -> 4C -> activation -> C.
+
+    Args:
+        config: uses n_embd, dropout, bias and activation ("gelu" or "relu2").
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.up_proj = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.activation = ACTIVATIONS[config.activation]()
+        self.down_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Map (B, T, C) activations to (B, T, C), each position independently."""
+        return self.dropout(self.down_proj(self.activation(self.up_proj(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block (GPT-2, Radford et al. 2019):
+
+        x = x + attention(ln_1(x))
+        x = x + mlp(ln_2(x))
+
+    Args:
+        config: the model's GPTConfig.
+        rotary: the RoPE tables shared by the layers (``position=rope``), or None.
+    """
+
+    def __init__(self, config: GPTConfig, rotary: RotaryEmbedding | None = None):
+        super().__init__()
+        self.ln_1 = make_norm(config)
+        self.attn = CausalSelfAttention(config, rotary)
+        self.ln_2 = make_norm(config)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Transform (B, T, C) activations into (B, T, C)."""
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
 
 
 class GPT(nn.Module):
@@ -51,14 +287,12 @@ class GPT(nn.Module):
             nn.Embedding(config.block_size, config.n_embd) if config.position == "learned" else None
         )
         self.dropout = nn.Dropout(config.dropout)
-        # One set of RoPE tables for every layer: a decode step past block_size then
-        # computes its position's angles once, not once per layer.
-        rotary = None
+        rotary = None  # one set of tables for every layer
         if config.position == "rope":
             rotary = RotaryEmbedding(config.head_size, config.block_size, config.rope_base)
         self.blocks = nn.ModuleList(Block(config, rotary) for _ in range(config.n_layer))
         self.ln_f = make_norm(config)
-        self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight
         self.init_weights()
@@ -110,81 +344,34 @@ class GPT(nn.Module):
         return n
 
     def forward(
-        self,
-        idx: torch.Tensor,
-        targets: torch.Tensor | None = None,
-        return_attention: bool = False,
-        cache: KVCache | None = None,
-        last_only: bool = False,
-    ):
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Compute next-token logits and, given targets, the loss.
 
         Args:
             idx: (B, T) int64 token ids, T <= block_size.
             targets: optional (B, T) int64 next-token ids; -1 marks positions to ignore.
-            return_attention: if True, also return a list of n_layer attention-weight
-                tensors, each (B, n_head, T, T), computed by the explicit path.
-            cache: optional KV cache (generation). idx then holds the T tokens that
-                follow the ``cache.length`` cached ones: they get positions
-                cache.length .. cache.length + T - 1, attend over the cached keys and
-                values too, and are appended to the cache (``cache.length`` grows by T;
-                past block_size only in a rolling cache, one token at a time).
-            last_only: return the logits of the last position only, (B, 1,
-                vocab_size), as generation needs after a prefill. The last block then
-                runs its attention output and MLP on that position alone (about 1/8
-                of a 6-layer model's work saved on a long prompt); every position's
-                keys and values are still computed and cached.
 
         Returns:
-            ``(logits, loss)``: logits (B, T, vocab_size) (T = 1 with ``last_only``);
-            loss is the mean cross-entropy in nats per token (a 0-dim tensor), or None
-            without targets. With ``return_attention``: ``(logits, loss,
-            attention_weights)``.
+            ``(logits, loss)``: logits (B, T, vocab_size); loss is the mean
+            cross-entropy in nats per token (a 0-dim tensor), or None without targets.
 
         Raises:
-            ValueError: if T (plus the cached positions) exceeds block_size, or
-                ``return_attention`` is given with ``cache`` or ``last_only``, or
-                ``targets`` with ``last_only``.
+            ValueError: if T exceeds block_size.
         """
         B, T = idx.shape
-        if last_only and (targets is not None or return_attention):
-            raise ValueError(
-                "last_only gives the last position's logits alone: it cannot be combined "
-                "with targets (the loss needs every position) or return_attention"
-            )
-        start = 0
-        if cache is not None:
-            if return_attention:
-                raise ValueError("return_attention is not supported with a KV cache")
-            start = cache.length
-            if not cache.fits(T):
-                raise ValueError(
-                    f"the KV cache holds {start} positions; {T} more exceed block_size "
-                    f"{self.config.block_size}"
-                )
-        elif T > self.config.block_size:
+        if T > self.config.block_size:
             raise ValueError(
                 f"sequence length {T} exceeds block_size {self.config.block_size}; "
                 "crop the context to the last block_size tokens"
             )
-        x = self.token_embedding(idx)
+        x = self.token_embedding(idx)  # (B, T, C)
         if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(start, start + T, device=idx.device))
+            x = x + self.position_embedding(torch.arange(0, T, device=idx.device))
         x = self.dropout(x)
-        attention_weights = []
-        for layer, block in enumerate(self.blocks):
-            if return_attention:
-                x, weights = block(x, return_weights=True)
-                attention_weights.append(weights)
-            else:
-                last = last_only and layer == len(self.blocks) - 1
-                x = block(x, cache=cache, layer=layer, last_only=last)
-        if cache is not None:
-            cache.advance(T)
-        logits = self.lm_head(self.ln_f(x))
-        if self.config.logit_softcap > 0:  # smoothly bound logits to (-cap, cap)
-            cap = self.config.logit_softcap
-            logits = cap * torch.tanh(logits / cap)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(x)
         loss = None
         if targets is not None:
             # At least float32 (bf16 logits under autocast lose too much in the sum).
@@ -192,11 +379,25 @@ class GPT(nn.Module):
             loss = F.cross_entropy(
                 wide.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1
             )
-        if return_attention:
-            return logits, loss, attention_weights
         return logits, loss
 
-    # Decoding lives in model.generation; as methods, `model.generate(idx, ...)` is
-    # generation.generate(model, idx, ...).
-    generate = generation.generate
-    generate_stream = generation.generate_stream
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) last block's output -> (B, T, vocab_size) logits: final norm, LM
+        head, and the optional soft cap."""
+        logits = self.lm_head(self.ln_f(x))
+        if self.config.logit_softcap > 0:  # smoothly bound logits to (-cap, cap)
+            cap = self.config.logit_softcap
+            logits = cap * torch.tanh(logits / cap)
+        return logits
+
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, *args, **kwargs) -> torch.Tensor:
+        """Extend (B, T) prompts by max_new_tokens sampled tokens: `model.engine.generate`."""
+        from model.engine import generate  # the engine reads this file's modules
+
+        return generate(self, idx, max_new_tokens, *args, **kwargs)
+
+    def generate_stream(self, idx: torch.Tensor, max_new_tokens: int, *args, **kwargs):
+        """Yield (B, 1) new tokens step by step: `model.engine.generate_stream`."""
+        from model.engine import generate_stream
+
+        return generate_stream(self, idx, max_new_tokens, *args, **kwargs)

@@ -33,7 +33,8 @@ class SamplingArgumentError(ValueError):
 
 
 class SamplingError(RuntimeError):
-    """The sampler returned a token id outside the vocabulary (a backend fault)."""
+    """A sampler fault. The draw of `draw` (an argmax) cannot leave the vocabulary, so
+    nothing here raises it any more; it stays for callers that catch it."""
 
 
 def _is_int(value) -> bool:
@@ -168,12 +169,8 @@ def next_token(
         generator: torch RNG used for sampling, for reproducible output.
 
     Returns:
-        (B, 1) int64 token ids.
-
-    Raises:
-        SamplingError: if the draw returned an id outside [0, vocab_size), which
-            torch.multinomial does on some backends for degenerate probabilities;
-            caught here, where the id is drawn, rather than as an index error later.
+        (B, 1) int64 token ids, on the logits' device. Nothing is read back to the
+        host, so a decode loop never waits for the device here.
     """
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -187,14 +184,16 @@ def next_token(
     if top_p is not None:
         logits = top_p_filter(logits, top_p)
     probs = torch.softmax(logits, dim=-1)
-    ids = torch.multinomial(probs, num_samples=1, generator=generator)
-    outside = (ids < 0) | (ids >= logits.size(-1))
-    if outside.any():
-        raise SamplingError(
-            f"the sampler drew token id {ids[outside][0].item()}, outside the vocabulary "
-            f"[0, {logits.size(-1)}), on {ids.device.type}: torch.multinomial returned an "
-            "invalid index (a fault of some backends). "
-            + ("Sample on another device (--device cpu), or " if ids.device.type != "cpu" else "")
-            + "sample greedily with temperature 0 (no random draw)"
-        )
-    return ids
+    return draw(probs, generator)
+
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One draw per row of (B, vocab_size) probabilities -> (B, 1) int64 ids.
+
+    argmax(p_i / E_i) with E_i ~ Exponential(1) independent picks i with probability
+    p_i (the exponential race; the Gumbel-max trick with exp applied). It is the
+    computation torch.multinomial makes for one sample, without its input checks that
+    read a value back to the host: the same generator gives the same ids.
+    """
+    race = torch.empty_like(probs).exponential_(1, generator=generator)
+    return (probs / race).argmax(dim=-1, keepdim=True)

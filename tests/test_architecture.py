@@ -1,13 +1,15 @@
 """The modern architecture options: each trains, stays causal, and matches its references
 (on TEST_DEVICE, in float32)."""
 
+import contextlib
+
 import pytest
 import torch
 
 from conftest import TEST_DEVICE
-from model import GPT, GPTConfig
-from model.kv_cache import KVCache
-from model.rope import RotaryEmbedding
+from model import GPT, GPTConfig, record_attention
+from model.engine import Engine, KVCache, rotary_angles
+from model.gpt import RotaryEmbedding, rotate
 
 BASE = dict(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32)
 OPTIONS = {
@@ -54,9 +56,9 @@ def test_option_trains_and_stays_causal(name):
     model.eval()
     changed = x.clone()
     changed[:, 9:] = (x[:, 9:] + 1) % 20
-    for return_attention in (False, True):
-        a = model(x, return_attention=return_attention)[0]
-        b = model(changed, return_attention=return_attention)[0]
+    for explicit in (False, True):
+        with record_attention(model) if explicit else contextlib.nullcontext():
+            a, b = model(x)[0], model(changed)[0]
         torch.testing.assert_close(a[:, :9], b[:, :9], atol=1e-5, rtol=0)
         assert (a[:, 9:] - b[:, 9:]).abs().max() > 1e-4
 
@@ -68,16 +70,18 @@ def test_fast_explicit_and_cached_paths_agree(name):
         p.data.add_(0.02 * torch.randn_like(p))
     x = torch.randint(0, 20, (3, 12)).to(TEST_DEVICE)
     fast, _ = model(x)
-    slow, _, weights = model(x, return_attention=True)
+    with record_attention(model) as weights:
+        slow, _ = model(x)
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
     torch.testing.assert_close(weights[0].sum(-1), torch.ones(3, 2, 12, device=TEST_DEVICE))
+    engine = Engine(model, compile=False)
     with torch.no_grad():
         cache = KVCache.for_model(model, batch_size=3)
-        logits, _ = model(x[:, :5], cache=cache)
-        steps = [logits[:, -1]]
+        steps = [engine.prefill(x[:, :5], cache)]
         for t in range(5, 12):
-            logits, _ = model(x[:, t : t + 1], cache=cache)
-            steps.append(logits[:, -1])
+            position = torch.tensor([t], device=TEST_DEVICE)
+            token = x[:, t : t + 1]
+            steps.append(engine.decode_step(token, position, cache.keys, cache.values, cache.slots))
     torch.testing.assert_close(torch.stack(steps, 1), fast[:, 4:12], atol=1e-4, rtol=0)
 
 
@@ -87,29 +91,39 @@ def test_rope_scores_depend_only_on_distance():
     q = torch.randn(1, 1, 1, 8)
     k = torch.randn(1, 1, 1, 8)
 
+    def at(x, position: int):
+        return rotate(x, *rotary_angles(rope, torch.tensor([position])))
+
     def score(i: int, j: int) -> float:
-        return (rope(q, start=i) * rope(k, start=j)).sum().item()
+        return (at(q, i) * at(k, j)).sum().item()
 
     for i, j in [(5, 2), (10, 10), (3, 0)]:
         for shift in (1, 7, 40):
             assert score(i + shift, j + shift) == pytest.approx(score(i, j), abs=1e-4)
     assert score(5, 2) != pytest.approx(score(5, 4), abs=1e-3)  # distance matters
-    torch.testing.assert_close(rope(q, 0), q)  # position 0 is not rotated
+    torch.testing.assert_close(at(q, 0), q)  # position 0 is not rotated
+    x = torch.randn(1, 2, 16, 8)
+    table = torch.cat([at(x[:, :, t : t + 1], t) for t in range(16)], dim=2)
+    torch.testing.assert_close(table, rope(x), atol=0, rtol=0)  # the table's angles
 
 
-def test_rope_tables_are_shared_and_positions_past_them_are_fresh():
-    """The layers share one RotaryEmbedding; past its table, each call's angles are
-    those of its own positions (the remembered last ones are not reused for others)."""
+def test_rope_tables_are_shared_and_positions_past_them_are_computed():
+    """The layers share one RotaryEmbedding; a decode step's angles come from its table
+    inside block_size and are computed in float64 past it (a rolling cache)."""
     model = build("modern")
     rotaries = {id(block.attn.rotary) for block in model.blocks}
     assert len(rotaries) == 1 and model.blocks[0].attn.rotary is not None
-    torch.manual_seed(0)
-    shared = RotaryEmbedding(head_size=8, block_size=16)
-    x = torch.randn(2, 3, 4, 8)  # (B, n_head, T, d_k)
-    for start in (40, 40, 41, 16, 40, 14):  # 14: starts in the table, ends past it
-        fresh = RotaryEmbedding(head_size=8, block_size=16)
-        torch.testing.assert_close(shared(x, start), fresh(x, start), atol=0, rtol=0)
-    assert not torch.allclose(shared(x, 41), shared(x, 40))
+    rope = RotaryEmbedding(head_size=8, block_size=16)
+    for position in (0, 5, 15):
+        cos, sin = rotary_angles(rope, torch.tensor([position]))
+        assert torch.equal(cos[0], rope.cos[position]) and torch.equal(sin[0], rope.sin[position])
+    wide = RotaryEmbedding(head_size=8, block_size=5000)  # a float32 table reaching further
+    for position in (16, 41, 4999):
+        cos, sin = rotary_angles(rope, torch.tensor([position]))
+        exact = position * rope.inv_freq.double()
+        torch.testing.assert_close(cos[0], exact.cos().float(), atol=1e-7, rtol=0)
+        torch.testing.assert_close(sin[0], exact.sin().float(), atol=1e-7, rtol=0)
+        torch.testing.assert_close(cos[0], wide.cos[position], atol=1e-3, rtol=0)
 
 
 def test_softcap_bounds_logits_and_untied_head_is_separate():

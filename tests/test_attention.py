@@ -1,13 +1,14 @@
 """Causal self-attention: the explicit path against the textbook formula, and the fused
 path, the explicit path and causality of the whole model on TEST_DEVICE (in float32)."""
 
+import contextlib
 import math
 
 import pytest
 import torch
 
 from conftest import TEST_DEVICE
-from model import GPT, CausalSelfAttention, GPTConfig, explicit_attention
+from model import GPT, CausalSelfAttention, GPTConfig, explicit_attention, record_attention
 
 
 def reference_attention(q, k, v):
@@ -35,7 +36,9 @@ def test_explicit_attention_matches_the_formula():
 def test_weights_rows_sum_to_one_and_future_is_zero():
     torch.manual_seed(0)
     attn = CausalSelfAttention(GPTConfig(vocab_size=10, n_embd=24, n_head=3, block_size=16))
-    _, weights = attn(torch.randn(2, 9, 24), return_weights=True)
+    with record_attention(attn) as recorded:
+        attn(torch.randn(2, 9, 24))
+    (weights,) = recorded
     assert weights.shape == (2, 3, 9, 9)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 9))
     above = torch.ones(9, 9, dtype=torch.bool).triu(1)
@@ -50,7 +53,9 @@ def test_fast_path_equals_explicit_path(T):
     attn.eval().to(TEST_DEVICE)
     x = torch.randn(3, T, 32).to(TEST_DEVICE)
     fast = attn(x)
-    slow, _ = attn(x, return_weights=True)
+    with record_attention(attn) as recorded:
+        slow = attn(x)
+    assert attn.recorder is None and len(recorded) == 1  # the explicit path ran, once
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
 
 
@@ -63,9 +68,9 @@ def test_model_is_causal():
     t = 6
     changed = idx.clone()
     changed[:, t + 1 :] = (idx[:, t + 1 :] + 1) % 20
-    for return_attention in (False, True):
-        a = model(idx, return_attention=return_attention)[0]
-        b = model(changed, return_attention=return_attention)[0]
+    for explicit in (False, True):
+        with record_attention(model) if explicit else contextlib.nullcontext():
+            a, b = model(idx)[0], model(changed)[0]
         torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], atol=1e-6, rtol=0)
         assert (a[:, t + 1 :] - b[:, t + 1 :]).abs().max() > 1e-3  # the future does matter
 
@@ -76,6 +81,7 @@ def test_model_attention_weights_and_logits_match_fast_path():
     model.eval().to(TEST_DEVICE)
     idx = torch.randint(0, 20, (2, 10)).to(TEST_DEVICE)
     fast, _ = model(idx)
-    slow, _, weights = model(idx, return_attention=True)
+    with record_attention(model) as weights:
+        slow, _ = model(idx)
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
     assert len(weights) == 3 and weights[0].shape == (2, 2, 10, 10)

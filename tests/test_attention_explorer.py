@@ -12,7 +12,7 @@ import torch
 from matplotlib import font_manager
 
 import explore_attention
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, record_attention
 from training.checkpoint import save_checkpoint
 from viz.attention_plot import attention_grid_figure
 from viz.attention_table import format_attention_table
@@ -74,7 +74,7 @@ def layer0_attention_by_hand(model: GPT, ids: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         x = model.token_embedding(ids)[None] + model.position_embedding(torch.arange(T))
         block = model.blocks[0]
-        q, k, v = block.attn.project_qkv(block.ln_1(x))
+        q, k, v = block.attn.split_heads(block.attn.qkv_proj(block.ln_1(x)))
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
         return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)[0]
@@ -88,8 +88,8 @@ def test_table_shows_the_models_own_weights(checkpoint, tmp_path, capsys):
     assert explore_attention.main([*args, "--layer", "0", "--head", "1", "--png", str(png)]) == 0
     table = parse_table(capsys.readouterr().out, T)
     by_hand = layer0_attention_by_hand(model, ids_of(PROMPT))[1]
-    with torch.no_grad():
-        _, _, own = model(ids_of(PROMPT)[None], return_attention=True)
+    with torch.no_grad(), record_attention(model) as own:
+        model(ids_of(PROMPT)[None])
     for i, row in enumerate(table):
         *weights, total = row
         assert len(weights) == i + 1  # the future is blank, not printed

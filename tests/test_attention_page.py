@@ -20,6 +20,7 @@ from test_attention_explorer import PROMPT, VOCAB, ids_of, parse_table, save_sha
 import explore_attention
 from conftest import TIMEOUT_S
 from data.tokenizer import CharTokenizer
+from model import record_attention
 from viz.attention_server import (
     DATA_CLOSE,
     DATA_OPEN,
@@ -85,8 +86,8 @@ def test_served_weights_are_the_models_and_the_cli_tables(run, prompt, capsys):
     assert answer["labels"][2] == "␣"  # the CLI's stand-in for the space
     weights = torch.tensor(answer["weights"])
     assert weights.shape == (2, 3, len(prompt), len(prompt))
-    with torch.no_grad():
-        logits, _, own = model(ids_of(prompt)[None], return_attention=True)
+    with torch.no_grad(), record_attention(model) as own:
+        logits, _ = model(ids_of(prompt)[None])
     torch.testing.assert_close(weights, torch.stack([w[0] for w in own]), atol=1e-6, rtol=0)
     torch.testing.assert_close(torch.tensor(answer["logits"]), logits[0, -1], atol=1e-6, rtol=0)
     average = torch.tensor(answer["average"])
@@ -225,8 +226,8 @@ def test_html_file_embeds_the_prompt_and_no_external_url(tmp_path, capsys):
     assert '<meta charset="utf-8">' in page and "NanumGothic" in page
     data = embedded_data(page)
     assert data["served"] is False and data["result"]["prompt"] == PROMPT
-    with torch.no_grad():
-        _, _, own = model(ids_of(PROMPT)[None], return_attention=True)
+    with torch.no_grad(), record_attention(model) as own:
+        model(ids_of(PROMPT)[None])
     torch.testing.assert_close(
         torch.tensor(data["result"]["weights"]), torch.stack([w[0] for w in own]), atol=1e-6, rtol=0
     )

@@ -60,12 +60,7 @@ def figures_in(package: str) -> list[str]:
     [
         "training",
         "data",
-        # MERGE NOTE for the lead: issue 22 rewrites model/ and takes its figures out;
-        # remove this mark after merging it (strict: the test fails once it passes).
-        pytest.param(
-            "model",
-            marks=pytest.mark.xfail(strict=True, reason="model/'s figures go with issue 22"),
-        ),
+        "model",
     ],
 )
 def test_no_benchmark_figure_in_comments_or_docstrings(package):

@@ -1,4 +1,4 @@
-"""Generation (model/generation.py): KV-cache parity with the full forward pass, the
+"""Generation (model/engine.py): KV-cache parity with the full forward pass, the
 sliding window past block_size, determinism, streaming, and argument checks.
 
 The model runs on TEST_DEVICE (MINIGPT_TEST_DEVICE), in float32."""
@@ -7,9 +7,8 @@ import pytest
 import torch
 
 from conftest import TEST_DEVICE, sharp_model
-from model.generation import sliding_window_keep
-from model.kv_cache import KVCache
-from model.sampling import SamplingError, make_generator
+from model.engine import Engine, KVCache, sliding_window_keep
+from model.sampling import make_generator
 
 BLOCK = 16
 VOCAB = 20
@@ -44,93 +43,67 @@ def model():
 # --- KV cache parity ---------------------------------------------------------------
 
 
+def decode(engine, cache, token, position):
+    """One engine decode step at an int position: (B, vocab_size) logits."""
+    where = torch.tensor([position], device=token.device)
+    return engine.decode_step(token, where, cache.keys, cache.values, cache.slots)
+
+
 @pytest.mark.parametrize("prompt_len", [1, 5, BLOCK - 1, BLOCK])
 def test_cached_logits_equal_full_forward_at_every_step(model, prompt_len):
     idx = random_ids((3, BLOCK), seed=1)
-    worst = 0.0
+    engine = Engine(model, compile=False)
     with torch.no_grad():
         cache = KVCache.for_model(model, batch_size=3)
-        cached, _ = model(idx[:, :prompt_len], cache=cache)
+        cached = engine.prefill(idx[:, :prompt_len], cache)
         full, _ = model(idx[:, :prompt_len])
-        worst = (cached - full).abs().max().item()
+        worst = (cached - full[:, -1]).abs().max().item()
         for t in range(prompt_len, BLOCK):
-            cached, _ = model(idx[:, t : t + 1], cache=cache)
+            cached = decode(engine, cache, idx[:, t : t + 1], t)
             full, _ = model(idx[:, : t + 1])
-            assert cached.shape == (3, 1, VOCAB)
-            worst = max(worst, (cached[:, -1] - full[:, -1]).abs().max().item())
-    assert cache.length == BLOCK
+            assert cached.shape == (3, VOCAB)
+            worst = max(worst, (cached - full[:, -1]).abs().max().item())
     assert full.std().item() > 0.3  # logits vary by 1000s of times the tolerance
     assert worst <= 1e-4
 
 
-def test_chunked_prefill_after_cached_positions_is_causal(model):
-    """Several new positions after cached ones (the bottom-right causal mask)."""
-    idx = random_ids((2, BLOCK), seed=2)
-    with torch.no_grad():
-        cache = KVCache.for_model(model, batch_size=2)
-        model(idx[:, :4], cache=cache)
-        chunk, _ = model(idx[:, 4:11], cache=cache)
-        full, _ = model(idx[:, :11])
-    assert (chunk - full[:, 4:11]).abs().max().item() <= 1e-4
-
-
-LAST_ONLY_ARCHITECTURES = [
+ARCHITECTURES = [
     {"position": "learned"},
     {"position": "rope", "qk_norm": True, "norm": "rmsnorm", "activation": "relu2"},
 ]
 
 
-@pytest.mark.parametrize("architecture", LAST_ONLY_ARCHITECTURES)
-def test_last_only_gives_the_last_logits_and_still_caches_every_position(architecture):
-    """A prefill with last_only=True returns the last position's logits of the full
-    forward and leaves the cache as a full prefill does, for a first chunk and for one
-    after cached positions, and without a cache too; its last block's MLP sees one row."""
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_prefill_gives_the_last_logits_and_caches_every_position(architecture):
+    """A prefill returns the last position's logits of the full forward and caches the
+    keys and values a one-token-at-a-time decode writes; its last block's MLP sees
+    one row."""
     model = sharp_model(VOCAB, BLOCK, device=TEST_DEVICE, **architecture)
+    engine = Engine(model, compile=False, cpu_paths=False)
     idx = random_ids((3, BLOCK), seed=4)
     mlp_rows = []
-    hook = model.blocks[-1].mlp.register_forward_hook(
+    hook = model.blocks[-1].mlp.up_proj.register_forward_hook(
         lambda module, args, out: mlp_rows.append(args[0].shape[:2])
     )
     with torch.no_grad():
         full, _ = model(idx)
-        full_cache, last_cache = (KVCache.for_model(model, batch_size=3) for _ in range(2))
-        for chunk in (slice(0, 6), slice(6, 13)):
-            model(idx[:, chunk], cache=full_cache)
-            mlp_rows.clear()
-            last, _ = model(idx[:, chunk], cache=last_cache, last_only=True)
-            assert mlp_rows == [(3, 1)]
-            assert last.shape == (3, 1, VOCAB)
-            torch.testing.assert_close(last[:, 0], full[:, chunk.stop - 1], atol=1e-5, rtol=1e-4)
-            torch.testing.assert_close(last_cache.keys, full_cache.keys, atol=1e-6, rtol=0)
-            torch.testing.assert_close(last_cache.values, full_cache.values, atol=1e-6, rtol=0)
-        uncached, _ = model(idx, last_only=True)
+        prefilled, stepped = (KVCache.for_model(model, batch_size=3) for _ in range(2))
+        mlp_rows.clear()
+        last = engine.prefill(idx[:, :13], prefilled)
+        assert mlp_rows == [(3, 1)]
+        engine.prefill(idx[:, :1], stepped)
+        for t in range(1, 13):
+            decode(engine, stepped, idx[:, t : t + 1], t)
     hook.remove()
-    assert full[:, -1].std().item() > 0.3  # logits vary by 1000s of times the tolerance
-    torch.testing.assert_close(uncached[:, 0], full[:, -1], atol=1e-5, rtol=1e-4)
+    assert full[:, 12].std().item() > 0.3  # logits vary by 1000s of times the tolerance
+    torch.testing.assert_close(last, full[:, 12], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(prefilled.keys, stepped.keys, atol=1e-5, rtol=0)
+    torch.testing.assert_close(prefilled.values, stepped.values, atol=1e-5, rtol=0)
 
 
-def test_last_only_refuses_targets_and_attention_weights(model):
-    idx = zeros(1, 4)
-    with pytest.raises(ValueError, match="last_only.*targets"):
-        model(idx, targets=idx, last_only=True)
-    with pytest.raises(ValueError, match="last_only.*return_attention"):
-        model(idx, return_attention=True, last_only=True)
-    x = torch.zeros(1, 4, model.config.n_embd, device=TEST_DEVICE)
-    with pytest.raises(ValueError, match="return_weights.*last_only"):
-        model.blocks[0](x, return_weights=True, last_only=True)
-
-
-def test_cache_refuses_overflow_attention_weights_and_autograd(model):
-    idx = zeros(1, 10)
-    with torch.no_grad():
-        cache = KVCache.for_model(model, batch_size=1)
-        model(idx, cache=cache)
-        with pytest.raises(ValueError, match="block_size"):
-            model(idx, cache=cache)  # 10 + 10 > 16
-        with pytest.raises(ValueError, match="return_attention"):
-            model(idx[:, :1], return_attention=True, cache=cache)
-    with pytest.raises(RuntimeError, match="inference"):
-        model(idx, cache=KVCache.for_model(model, batch_size=1))
+def test_kv_cache_refuses_empty_sizes():
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        KVCache(n_layer=2, batch_size=0, n_head=2, max_length=8, head_size=4)
 
 
 # --- generation with and without the cache -------------------------------------------
@@ -145,7 +118,9 @@ def test_cache_refuses_overflow_attention_weights_and_autograd(model):
         {"temperature": 0},
     ],
 )
-def test_cache_gives_the_no_cache_tokens_inside_block_size(model, kwargs):
+@pytest.mark.parametrize("position", ["learned", "rope"])
+def test_cache_gives_the_no_cache_tokens_inside_block_size(kwargs, position):
+    model = sharp_model(VOCAB, BLOCK, device=TEST_DEVICE, position=position)
     prompt = random_ids((4, 3), seed=3)
     new = BLOCK + 1 - 3  # the last token is predicted from a full block_size context
     outs = [
@@ -252,44 +227,24 @@ def test_empty_prompt_is_rejected(model):
         model.generate(zeros(1, 0), 3)
 
 
-def multinomial_returning(vocab_size):
-    """A stand-in for torch.multinomial that returns an id outside the vocabulary, as
-    some backends do."""
-
-    def draw(probs, num_samples, generator=None):
-        return torch.full(
-            (probs.size(0), num_samples), vocab_size, dtype=torch.long, device=probs.device
-        )
-
-    return draw
-
-
-def test_out_of_vocabulary_draw_is_named_where_it_is_drawn(model, monkeypatch):
-    monkeypatch.setattr(torch, "multinomial", multinomial_returning(VOCAB))
-    prompt = zeros(2, 3)
-    for use_cache in (True, False):
-        with pytest.raises(SamplingError, match=f"token id {VOCAB}, outside the vocabulary"):
-            model.generate(prompt, 5, temperature=1.0, use_cache=use_cache)
-    # Greedy decoding draws nothing and is unaffected.
-    assert model.generate(prompt, 5, temperature=0).shape == (2, 8)
-
-
 def test_rolling_cache_of_a_one_layer_rope_model_equals_rerunning_the_window():
     """Past block_size a RoPE model's cache rolls (no prefill again). With one layer a
     key depends only on its token and, through its rotation, on its distance to the
     query, so each step must give exactly the logits of running the last block_size
-    tokens from scratch."""
-    model = sharp_model(20, 8, n_layer=1, n_embd=16, position="rope")
-    tokens = torch.randint(0, 20, (2, 40))
+    tokens from scratch, and greedy decoding the tokens of the uncached reference."""
+    model = sharp_model(20, 8, n_layer=1, n_embd=16, position="rope", device=TEST_DEVICE)
+    engine = Engine(model, compile=False)
+    tokens = torch.randint(0, 20, (2, 40)).to(TEST_DEVICE)
     with torch.inference_mode():
         cache = KVCache.for_model(model, 2)
-        assert cache.rolling
-        model(tokens[:, :8], cache=cache)
+        engine.prefill(tokens[:, :8], cache)
         for t in range(8, 40):  # positions up to 5 windows past the rotary table
-            logits, _ = model(tokens[:, t : t + 1], cache=cache)
+            logits = decode(engine, cache, tokens[:, t : t + 1], t)
             window, _ = model(tokens[:, t - 7 : t + 1])
-            torch.testing.assert_close(logits[:, -1], window[:, -1], atol=1e-5, rtol=1e-4)
-    assert cache.length == 40
+            torch.testing.assert_close(logits, window[:, -1], atol=1e-5, rtol=1e-4)
+    prompt = tokens[:, :3]
+    cached = model.generate(prompt, 40, temperature=0)
+    assert torch.equal(cached, model.generate(prompt, 40, temperature=0, use_cache=False))
 
 
 @pytest.mark.parametrize("position", ["rope", "learned"])
@@ -299,14 +254,18 @@ def test_generation_past_block_size_rolls_or_refills(position, monkeypatch):
     Prefills ask for the last position's logits only."""
     model = sharp_model(VOCAB, 8, position=position)
     widths = []
-    real_forward = model.forward
+    real_prefill, real_step = Engine.prefill, Engine.decode_step
 
-    def counting_forward(idx, *args, **kwargs):
+    def counting_prefill(self, idx, cache):
         widths.append(idx.size(1))
-        assert kwargs.get("last_only", False) == (idx.size(1) > 1)
-        return real_forward(idx, *args, **kwargs)
+        return real_prefill(self, idx, cache)
 
-    monkeypatch.setattr(model, "forward", counting_forward)
+    def counting_step(self, token, *args):
+        widths.append(token.size(1))
+        return real_step(self, token, *args)
+
+    monkeypatch.setattr(Engine, "prefill", counting_prefill)
+    monkeypatch.setattr(Engine, "decode_step", counting_step)
     out = model.generate(torch.zeros(1, 3, dtype=torch.long), 30, generator=make_generator(1))
     assert out.shape == (1, 33)
     refills = {1} if position == "rope" else {1, sliding_window_keep(8)}

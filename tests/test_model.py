@@ -93,3 +93,44 @@ def test_top_k_larger_than_vocabulary_is_clamped():
     model = GPT(tiny_config()).eval()
     out = model.generate(torch.zeros(1, 1, dtype=torch.long), 4, top_k=1000)
     assert out.shape == (1, 5)
+
+
+# The state_dict keys of checkpoints written before the network moved into one file
+# (main at 434c35f), for a learned-position model with biases (GPT-2's layout).
+KEYS_BEFORE_ONE_FILE = (
+    ["token_embedding.weight", "position_embedding.weight"]
+    + [
+        f"blocks.{i}.{name}"
+        for i in range(2)
+        for name in (
+            "ln_1.weight",
+            "ln_1.bias",
+            "attn.qkv_proj.weight",
+            "attn.qkv_proj.bias",
+            "attn.out_proj.weight",
+            "attn.out_proj.bias",
+            "ln_2.weight",
+            "ln_2.bias",
+            "mlp.up_proj.weight",
+            "mlp.up_proj.bias",
+            "mlp.down_proj.weight",
+            "mlp.down_proj.bias",
+        )
+    ]
+    + ["ln_f.weight", "ln_f.bias", "lm_head.weight"]
+)
+
+
+def test_a_state_dict_with_the_keys_of_older_checkpoints_loads():
+    """Checkpoints saved before the change still load (strict), with their values."""
+    model = GPT(tiny_config())
+    assert list(model.state_dict()) == KEYS_BEFORE_ONE_FILE
+    torch.manual_seed(1)
+    old = {key: torch.randn_like(value) for key, value in model.state_dict().items()}
+    old["lm_head.weight"] = old["token_embedding.weight"]  # tied, as saved
+    fresh = GPT(tiny_config())
+    fresh.load_state_dict(old, strict=True)
+    assert torch.equal(fresh.blocks[1].mlp.down_proj.bias, old["blocks.1.mlp.down_proj.bias"])
+    assert fresh.lm_head.weight is fresh.token_embedding.weight
+    rope = GPT(tiny_config(position="rope", norm="rmsnorm", bias=False)).state_dict()
+    assert "position_embedding.weight" not in rope and "blocks.0.attn.rotary.cos" not in rope

@@ -1,11 +1,12 @@
 """Choosing the next token (model/sampling.py): temperature, top-k, top-p, seeds, and
-the draw checked against the vocabulary."""
+and the draw on the device against torch.multinomial."""
 
 import pytest
 import torch
 
 from model.sampling import (
     SamplingArgumentError,
+    draw,
     make_generator,
     next_token,
     top_k_filter,
@@ -66,3 +67,14 @@ def test_bad_seeds_and_settings_name_their_argument():
     with pytest.raises(SamplingArgumentError) as e:
         validate_sampling_args(3, 1.0, None, 2.0)
     assert e.value.argument == "top_p" and e.value.requirement.startswith("must be a number")
+
+
+def test_the_draw_takes_the_ids_torch_multinomial_takes_with_the_same_generator():
+    """`draw` (no read back to the host) picks what torch.multinomial picks, so a seed
+    gives the text it gave before the sampler moved onto the device."""
+    probs = torch.softmax(3 * torch.randn(8, 65, generator=torch.Generator().manual_seed(0)), -1)
+    ours, theirs = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    drawn = torch.cat([draw(probs, ours) for _ in range(50)], 1)
+    expected = torch.cat([torch.multinomial(probs, 1, generator=theirs) for _ in range(50)], 1)
+    assert torch.equal(drawn, expected)
+    assert len(set(drawn[0].tolist())) > 3  # real draws, not one constant id

@@ -1,16 +1,26 @@
-"""Training: run configuration, optimizer, schedule, evaluation, checkpoints, the loop."""
+"""Training: run configuration, optimizer, schedule, evaluation, checkpoints, the loop.
 
-from training.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.config import ConfigError, RunConfig, load_config
-from training.loop import TrainResult, train
+The names below are imported on first use (PEP 562): importing one module of the
+package (the run config, for evaluate.py) does not load the loop and TensorBoard.
+"""
 
-__all__ = [
-    "CheckpointError",
-    "ConfigError",
-    "RunConfig",
-    "TrainResult",
-    "load_checkpoint",
-    "load_config",
-    "model_from_checkpoint",
-    "train",
-]
+import importlib
+
+_HOMES = {
+    "CheckpointError": "training.checkpoint",
+    "ConfigError": "training.config",
+    "RunConfig": "training.config",
+    "TrainResult": "training.loop",
+    "load_checkpoint": "training.checkpoint",
+    "load_config": "training.config",
+    "model_from_checkpoint": "training.checkpoint",
+    "train": "training.loop",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    """Import ``name`` from its module the first time it is asked for."""
+    if name not in _HOMES:
+        raise AttributeError(f"module 'training' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

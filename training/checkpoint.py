@@ -23,12 +23,13 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     corpus           the files and splits trained on, see `training.corpus_record`
                      (ckpt.pt only; absent in files written before it existed)
 
+The format, `load_checkpoint` and `model_from_checkpoint` live in model/checkpoint.py
+(inference reads them without the trainer) and are importable from here too.
 `checkpoint_contents` and `training_state` build it; `check_resume` says whether a run
 may continue from it, `restore_training_state` puts the optimizer and RNGs back.
 """
 
 import dataclasses
-import os
 from pathlib import Path
 
 import torch
@@ -36,13 +37,20 @@ import torch
 from data.batches import BatchSampler
 from data.tokenizer import CharTokenizer
 from model import GPT, GPTConfig
+from model.checkpoint import (  # noqa: F401  (the format lives with the model; names kept here)
+    CHECKPOINT_FORMAT,
+    COMPILED_PREFIX,
+    CheckpointError,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+    strip_compiled_prefix,
+)
 from training.averaging import WeightAverage
 from training.config import ConfigError, RunConfig, flatten, keys_marked
 from training.distributed import DistContext, gather_to_main
 from training.rng import capture_rng_state, restore_rng_state
 
-CHECKPOINT_FORMAT = 1
-COMPILED_PREFIX = "_orig_mod."
 # Everything in GPTConfig that fixes the weights' shapes or meaning (not dropout).
 ARCHITECTURE_KEYS = tuple(
     f.name for f in dataclasses.fields(GPTConfig) if f.name not in ("dropout", "vocab_size")
@@ -56,92 +64,6 @@ RESUME_EFFECTS = {
     "seed": " (the TensorBoard sample's seed only: batches and dropout continue the "
     "checkpoint's random streams)",
 }
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable or incompatible; the message names the file."""
-
-
-def save_checkpoint(payload: dict, path: str | Path) -> None:
-    """Write ``payload`` to ``path`` atomically: a temporary file in the same folder,
-    flushed to disk, then renamed over the old one. A failure part-way leaves the
-    previous file untouched.
-
-    Raises:
-        OSError: if writing fails (the temporary file is removed).
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save({"format_version": CHECKPOINT_FORMAT, **payload}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
-    """Load a checkpoint with ``weights_only=True`` onto ``map_location``.
-
-    Raises:
-        CheckpointError: if the file is missing, truncated or corrupt, or has an
-            unknown format version.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # zip, pickle and EOF errors all mean: unreadable file
-        # torch's own message may advise weights_only=False, unsafe for a file of
-        # unknown origin: report only the kind of failure.
-        raise CheckpointError(
-            f"{path} is not a readable checkpoint: it is truncated, corrupt, not a "
-            f"PyTorch file, or holds objects other than tensors ({type(e).__name__})"
-        ) from None
-    version = ckpt.get("format_version") if isinstance(ckpt, dict) else None
-    if version is None:
-        raise CheckpointError(f"{path} is not a checkpoint of this project (no format_version)")
-    if version != CHECKPOINT_FORMAT:
-        raise CheckpointError(
-            f"{path} has checkpoint format {version!r}; this code reads format "
-            f"{CHECKPOINT_FORMAT}. Use the version of this project that wrote it."
-        )
-    return ckpt
-
-
-def strip_compiled_prefix(state_dict: dict) -> dict:
-    """Remove torch.compile's '_orig_mod.' prefix from state_dict keys, if present."""
-    return {k.removeprefix(COMPILED_PREFIX): v for k, v in state_dict.items()}
-
-
-def model_from_checkpoint(ckpt: dict, path: str | Path = "checkpoint") -> tuple[GPT, CharTokenizer]:
-    """Rebuild the model and its tokenizer from a loaded checkpoint.
-
-    The tokenizer comes from the checkpoint's own vocabulary and normalisation, never
-    from a data folder.
-
-    Raises:
-        CheckpointError: if the vocabulary size and the embedding disagree, or the
-            weights do not fit the stored config.
-    """
-    config = GPTConfig(**ckpt["model_config"])
-    tokenizer = CharTokenizer(list(ckpt["vocab"]), ckpt.get("normalization", "none"))
-    state = strip_compiled_prefix(ckpt["model"])
-    rows = state["token_embedding.weight"].shape[0]
-    if not tokenizer.vocab_size == config.vocab_size == rows:
-        raise CheckpointError(
-            f"{path}: vocabulary has {tokenizer.vocab_size} characters, model_config says "
-            f"{config.vocab_size}, the embedding has {rows} rows; the file is inconsistent"
-        )
-    model = GPT(config)
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as e:
-        raise CheckpointError(f"{path}: weights do not match the stored config: {e}") from None
-    return model, tokenizer
 
 
 def checkpoint_contents(

@@ -1,34 +1,23 @@
 """Choosing the device and the matching mixed-precision context."""
 
 import contextlib
-import typing
 
 import torch
 
-from training.config import ConfigError, Device
+from model import device as model_device
+from training.config import ConfigError
 
 
 def resolve_device(name: str) -> torch.device:
-    """'auto' -> cuda, then mps, then cpu; 'cpu', 'cuda' and 'mps' are checked for
-    availability. With 'cpu' nothing queries CUDA.
+    """`model.device.resolve_device`, with its errors as ConfigError for the run config.
 
     Raises:
         ConfigError: for an unknown name or a device that is not available here.
     """
-    if name == "cpu":
-        return torch.device("cpu")
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}
-    if name not in available:
-        raise ConfigError(f"unknown device {name!r}: use {', '.join(typing.get_args(Device))}")
-    if not available[name]():
-        raise ConfigError(f"device {name} is not available here; use cpu or auto")
-    return torch.device(name)
+    try:
+        return model_device.resolve_device(name)
+    except model_device.DeviceError as e:
+        raise ConfigError(str(e)) from None
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:

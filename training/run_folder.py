@@ -19,12 +19,14 @@ from pathlib import Path
 
 import yaml
 
+from model.checkpoint import (  # noqa: F401  (named there)
+    BEST_NAME,
+    CKPT_NAME,
+    CONFIG_NAME,
+    LOCK_NAME,
+    run_in_progress,
+)
 from training.config import ConfigError
-
-CKPT_NAME = "ckpt.pt"  # latest state, for resuming
-BEST_NAME = "best.pt"  # weights with the lowest validation loss so far
-CONFIG_NAME = "config.yaml"
-LOCK_NAME = ".lock"
 
 
 def run_files(out_dir: Path) -> list[Path]:
@@ -151,28 +153,3 @@ class RunFolder:
                 except OSError:
                     break  # not empty: something else is in there now
         self._made_lock_file, self._made_folders = False, []
-
-
-def run_in_progress(out_dir: Path) -> bool | None:
-    """Whether a training run holds ``out_dir`` now (its lock on ``.lock`` is taken):
-    True or False, or None where that cannot be told (no lock file, or no advisory
-    locks, as on Windows).
-
-    Asks for a shared lock without waiting and gives it back at once, so a run that
-    starts in that same instant may find the folder held (and says so).
-    """
-    lock_path = Path(out_dir) / LOCK_NAME
-    try:
-        import fcntl
-    except ImportError:
-        return None
-    try:
-        with open(lock_path, "rb") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            return False
-    except OSError:
-        return None

@@ -2,23 +2,29 @@
 loss curves read back from TensorBoard event files. Figures are drawn with matplotlib's
 Agg renderer, so nothing here needs a display."""
 
-from viz.attention_plot import attention_grid_figure
-from viz.attention_table import format_attention_table
-from viz.attention_weights import prompt_attention, select_head
-from viz.fonts import MissingGlyphWarning, TextFont, find_hangul_font, text_font
-from viz.loss_plot import loss_figure
-from viz.run_events import ScalarCurve, read_scalar_curves
+import importlib
 
-__all__ = [
-    "MissingGlyphWarning",
-    "ScalarCurve",
-    "TextFont",
-    "attention_grid_figure",
-    "find_hangul_font",
-    "format_attention_table",
-    "loss_figure",
-    "prompt_attention",
-    "read_scalar_curves",
-    "select_head",
-    "text_font",
-]
+# Where each name lives. They are imported on first use (PEP 562), so that importing
+# one module of viz (the attention weights, for sample-free inference) does not load
+# matplotlib or TensorBoard.
+_HOMES = {
+    "MissingGlyphWarning": "viz.fonts",
+    "ScalarCurve": "viz.run_events",
+    "TextFont": "viz.fonts",
+    "attention_grid_figure": "viz.attention_plot",
+    "find_hangul_font": "viz.fonts",
+    "format_attention_table": "viz.attention_table",
+    "loss_figure": "viz.loss_plot",
+    "prompt_attention": "viz.attention_weights",
+    "read_scalar_curves": "viz.run_events",
+    "select_head": "viz.attention_weights",
+    "text_font": "viz.fonts",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    """Import ``name`` from its module the first time it is asked for."""
+    if name not in _HOMES:
+        raise AttributeError(f"module 'viz' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

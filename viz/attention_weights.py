@@ -1,13 +1,13 @@
 """A trained model's attention weights for one prompt, and picking one head from them.
 
 The weights come from the model's own explicit attention path
-(`model.attention.explicit_attention`, via ``GPT.forward(..., return_attention=True)``),
-so they are exactly the softmax rows the model mixes values with.
+(`model.gpt.explicit_attention`, asked for by `model.record_attention`), so they are
+exactly the softmax rows the model mixes values with.
 """
 
 import torch
 
-from model import GPT
+from model import GPT, record_attention
 
 
 def prompt_attention(model: GPT, ids: torch.Tensor) -> torch.Tensor:
@@ -55,7 +55,8 @@ def attention_and_next_logits(model: GPT, ids: torch.Tensor) -> tuple[torch.Tens
     model.eval()
     try:
         device = next(model.parameters()).device
-        logits, _, weights = model(ids.to(device).unsqueeze(0), return_attention=True)
+        with record_attention(model) as weights:
+            logits, _ = model(ids.to(device).unsqueeze(0))
     finally:
         model.train(was_training)
     # Each layer gives (1, n_head, T, T); stack the layers, drop the batch dimension.
