@@ -55,12 +55,11 @@ SLIDING_WINDOW_KEEP = 0.75
 # while a stream still shows text every fraction of a second on a CPU, and a stop
 # sequence costs at most 15 tokens of work past it.
 CHUNK = 16
-# `one_row_linear` (CPU, eager, batch 1) splits a weight's outputs into the first of
-# these numbers of row groups that divides them.
+# `one_row_linear` (CPU, eager, batch 1) and `few_rows_linear` (a batch) split a
+# weight's outputs into the first of these numbers of row groups that divides them.
 GROUPS = (8, 4, 2)
-# Products of 2 .. FEW_ROWS rows (CPU, eager: a batch's decode steps) multiply weights
-# transposed once per generation: torch.addmm(b, x, Wᵀ) with Wᵀ contiguous runs faster
-# there than F.linear's x Wᵀ on the weight as stored (bench/sample_speed.py, batch 8).
+# Products of 2 .. FEW_ROWS rows (CPU, eager: a batch's decode steps) take
+# `few_rows_linear`, on weights regrouped once per generation.
 FEW_ROWS = 16
 
 
@@ -168,6 +167,47 @@ def one_row_linear(
     return out if bias is None else out + bias.to(out.dtype)
 
 
+def group_columns(weight: torch.Tensor, groups: int) -> torch.Tensor:
+    """A (N, C) weight as `few_rows_linear` reads it: (groups, C, N/groups), group g
+    holding output rows g*N/groups .. (g+1)*N/groups - 1, transposed and contiguous.
+
+    Raises:
+        ValueError: if N is not divisible by groups.
+    """
+    N, C = weight.shape
+    if N % groups:
+        raise ValueError(f"group_columns: N = {N} output rows do not split into {groups} groups")
+    return weight.view(groups, N // groups, C).transpose(1, 2).contiguous()
+
+
+def few_rows_linear(
+    x: torch.Tensor, grouped: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` for a few rows (a batch's decode step), as one
+    batched product over `group_columns` (weight): on CPU, bmm shares the groups
+    between the threads and streams the weights faster than one matrix product of a
+    few rows does (bench/sample_speed.py, batch 8).
+
+    The sums are the same products added in another order (about 1e-6 relative).
+
+    Args:
+        x: (..., C) activations, M rows in all.
+        grouped: (g, C, N/g), `group_columns` of the (N, C) weight.
+        bias: (N,) or None.
+
+    Returns:
+        (..., N), as ``F.linear``.
+    """
+    groups, C, width = grouped.shape
+    rows = x.reshape(1, -1, C).expand(groups, -1, C)  # the same M rows for every group
+    if bias is None:
+        out = torch.bmm(rows, grouped)
+    else:  # (g, M, N/g) + the bias of each group's outputs
+        out = torch.baddbmm(bias.view(groups, 1, width), rows, grouped)
+    # (g, M, N/g) -> (M, g, N/g) -> (M, N): output n = g * N/g + j
+    return out.transpose(0, 1).reshape(*x.shape[:-1], groups * width)
+
+
 def rotary_angles(rotary: nn.Module, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(1, d_k/2) cos and sin of a (1,) int64 position, with no host read: from the
     rotary table inside block_size, computed in float64 past it (a rolling cache's
@@ -191,8 +231,9 @@ class Engine:
             `compile_by_default` for the model's device.
         backend: torch.compile's backend ("inductor"; tests pass a counting one).
         cpu_paths: multiply one row with `one_row_linear` (batch 1) and 2 .. FEW_ROWS
-            rows with weights transposed once per generation (the copies about double
-            the weights' memory while it lasts); None means on CPU when not compiling.
+            rows with `few_rows_linear`, on weights regrouped once per generation (the
+            copies about double the weights' memory while it lasts); None means on CPU
+            when not compiling.
     """
 
     def __init__(
@@ -209,8 +250,8 @@ class Engine:
         self.compiled = compile_by_default(device) if compile is None else compile
         default = device.type == "cpu" and not self.compiled
         self.cpu_paths = default if cpu_paths is None else cpu_paths
-        # layer -> its weight transposed (C, N), for one generation (see `tokens`).
-        self.transposed: dict[nn.Linear, torch.Tensor] = {}
+        # layer -> its weight as `group_columns` gives it, for one generation (`tokens`).
+        self.grouped: dict[nn.Linear, torch.Tensor] = {}
         self.rotary = model.blocks[0].attn.rotary
         self.step = self.decode_step
         if self.compiled:
@@ -227,14 +268,9 @@ class Engine:
             groups = next((g for g in GROUPS if layer.out_features % g == 0), None)
             if groups is not None and layer.weight.is_contiguous():
                 return one_row_linear(x, layer.weight, layer.bias, groups)
-        transposed = self.transposed.get(layer)
-        if transposed is not None and x.numel() <= FEW_ROWS * layer.in_features:
-            rows = x.reshape(-1, layer.in_features)
-            if layer.bias is None:
-                out = rows @ transposed
-            else:
-                out = torch.addmm(layer.bias, rows, transposed)
-            return out.view(*x.shape[:-1], layer.out_features)
+        grouped = self.grouped.get(layer)
+        if grouped is not None and x.numel() <= FEW_ROWS * layer.in_features:
+            return few_rows_linear(x, grouped, layer.bias)
         return layer(x)
 
     def residual_update(self, block: nn.Module, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -342,10 +378,14 @@ class Engine:
         rolling = model.config.position == "rope"
         keep = sliding_window_keep(block_size)
         cache = KVCache.for_model(model, idx.size(0))
+        self.grouped = {}  # regrouped at every generation: the weights may have changed
         if self.cpu_paths and 2 <= idx.size(0) <= FEW_ROWS:
-            # Copied at every generation: the weights may have changed since the last.
-            linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-            self.transposed = {m: m.weight.t().contiguous() for m in linears}
+            for m in model.modules():
+                groups = isinstance(m, nn.Linear) and next(
+                    (g for g in GROUPS if m.out_features % g == 0), None
+                )
+                if groups:
+                    self.grouped[m] = group_columns(m.weight, groups)
         context = idx[:, -block_size:]
         length = context.size(1)  # positions in the cache (a host count: no read)
         # window[:, :length]: the tokens of a learned-position model's cache, kept so

@@ -15,7 +15,15 @@ import torch.nn.functional as F
 
 from conftest import sharp_model
 from model import engine as engine_module
-from model.engine import CHUNK, Engine, generate_chunks, one_row_linear, sliding_window_keep
+from model.engine import (
+    CHUNK,
+    Engine,
+    few_rows_linear,
+    generate_chunks,
+    group_columns,
+    one_row_linear,
+    sliding_window_keep,
+)
 
 VOCAB = 20
 BLOCK = 16
@@ -136,22 +144,36 @@ def test_one_row_linear_refuses_rows_that_do_not_split_and_several_rows():
         one_row_linear(torch.randn(2, 8), torch.randn(64, 8), None, 8)
 
 
+@pytest.mark.parametrize("leading", [(2,), (8, 1), (3, 5)])
+@pytest.mark.parametrize("groups", [8, 4, 2])
+@pytest.mark.parametrize("bias", [True, False])
+def test_few_rows_linear_equals_f_linear(leading, groups, bias):
+    torch.manual_seed(0)
+    weight, b = torch.randn(48, 24), torch.randn(48) if bias else None
+    x = torch.randn(*leading, 24)
+    out = few_rows_linear(x, group_columns(weight, groups), b)
+    assert out.shape == (*leading, 48)
+    torch.testing.assert_close(out, F.linear(x, weight, b), atol=1e-5, rtol=1e-6)
+    with pytest.raises(ValueError, match="65 output rows do not split into 8"):
+        group_columns(torch.randn(65, 8), 8)
+
+
 @pytest.mark.parametrize("batch", [1, 4])
 def test_the_cpu_paths_decode_the_greedy_tokens_of_f_linear(batch, monkeypatch):
-    """Batch 1 takes `one_row_linear`, a batch the transposed weights; both give the
-    tokens of plain F.linear products."""
+    """Batch 1 takes `one_row_linear`, a batch `few_rows_linear`; both give the tokens
+    of plain F.linear products."""
     model = sharp_model(VOCAB, BLOCK, n_embd=32)
     prompt = torch.randint(0, VOCAB, (batch, 5), generator=torch.Generator().manual_seed(6))
     plain = engine_tokens(Engine(model, cpu_paths=False), prompt, 40, 0, temperature=0)
     calls = []
-    for name in ("one_row_linear", "addmm"):
-        real = getattr(engine_module, name) if name != "addmm" else torch.addmm
+    for name in ("one_row_linear", "few_rows_linear"):
+        real = getattr(engine_module, name)
 
         def spy(*args, _real=real, _name=name, **kwargs):
             calls.append(_name)
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(engine_module if name != "addmm" else torch, name, spy)
+        monkeypatch.setattr(engine_module, name, spy)
     fast = engine_tokens(Engine(model, cpu_paths=True), prompt, 40, 0, temperature=0)
-    assert set(calls) == ({"one_row_linear"} if batch == 1 else {"addmm"})
+    assert set(calls) == ({"one_row_linear"} if batch == 1 else {"few_rows_linear"})
     assert torch.equal(fast, plain)
