@@ -1,6 +1,6 @@
-"""A config file with a YAML syntax error gets one line, file:line:col and what is
-wrong (a tab: "indent with spaces"), instead of PyYAML's five lines about
-"<unicode string>"."""
+"""A config file with a YAML syntax error or a key given twice gets one line,
+file:line:col and what is wrong (a tab: "indent with spaces"), instead of PyYAML's
+five lines about "<unicode string>" (or, for a repeated key, silence)."""
 
 import pytest
 
@@ -15,6 +15,13 @@ CASES = [
     ("train:\n  sample_prompt: a: b\n", "2:19", "mapping values are not allowed here"),
     ("model:\n  n_layer: 4\n n_head: 2\n", "3:2", "indented to no level of the lines above"),
     ("train:\n  sample_prompt: 'it''s\n", "3:1", "quoted scalar begun at 2:18"),
+    # PyYAML keeps the last of two equal keys; a config refuses them.
+    (
+        "train:\n  learning_rate: 1.0e-3\n  batch_size: 8\n  learning_rate: 2.0e-3\n",
+        "4:3",
+        "key 'learning_rate' is given twice (first at 2:3); keep one",
+    ),
+    ("model:\n  n_layer: 2\ntrain:\n  max_iters: 5\nmodel:\n  n_head: 2\n", "5:1", "'model'"),
 ]
 
 

@@ -31,7 +31,7 @@ from training.settings import (
     RunConfig,
     TrainConfig,
 )
-from training.yaml_errors import describe_yaml_error
+from training.yaml_errors import describe_yaml_error, load_yaml
 
 __all__ = [
     "SECTIONS",
@@ -383,7 +383,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
-            tree = yaml.safe_load(text) or {}
+            tree = load_yaml(text) or {}
         except FileNotFoundError as e:
             raise ConfigError(
                 f"cannot read config file {path}: {e.strerror}{shipped_configs_hint(path)}"

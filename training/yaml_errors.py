@@ -1,13 +1,47 @@
-"""PyYAML's syntax errors as one line, as compilers give them: ``file:line:col: what``.
+"""Reading a config's YAML: a key given twice is refused, and PyYAML's syntax errors
+become one line, as compilers give them: ``file:line:col: what``.
 
 PyYAML says ``in "<unicode string>", line 6, column 1`` over five lines, without the
 file and without a hint; a tab in the indentation, the commonest slip in a hand-edited
-config, reads "found character '\\t' that cannot start any token".
+config, reads "found character '\\t' that cannot start any token". And it keeps the
+last of two equal keys without a word, so an edit further up a file can be undone by
+an old line further down.
 """
 
 from pathlib import Path
 
 import yaml
+from yaml.constructor import ConstructorError
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that raises ConstructorError on a key given twice in one
+    mapping, marked at the second one."""
+
+    def construct_mapping(self, node, deep=False):
+        first: dict = {}  # key -> its node
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                earlier = first.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            if earlier is not key_node:
+                at = earlier.start_mark
+                problem = (
+                    f"key {key!r} is given twice (first at {at.line + 1}:{at.column + 1}); keep one"
+                )
+                raise ConstructorError(None, None, problem, key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load(text)``, refusing a key given twice in one mapping.
+
+    Raises:
+        yaml.YAMLError: for a syntax error or a repeated key (see `describe_yaml_error`).
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def describe_yaml_error(path: str | Path, text: str, error: yaml.YAMLError) -> str:
@@ -16,7 +50,7 @@ def describe_yaml_error(path: str | Path, text: str, error: yaml.YAMLError) -> s
     Args:
         path: the file that was parsed.
         text: its text (to see the character the error points at).
-        error: what ``yaml.safe_load(text)`` raised.
+        error: what `load_yaml` (text) raised.
 
     Returns:
         e.g. ``configs/my.yaml:6:1: not valid YAML: a tab indents this line; indent
