@@ -1,30 +1,10 @@
-"""Checkpoints: atomic writes, safe loads (weights_only=True), and everything a run needs.
+"""Checkpoints for training: atomic writes, everything a run needs to resume, and the
+check that it may.
 
-A checkpoint is a plain dict of tensors, numbers, strings and lists, so
-``torch.load(..., weights_only=True)`` can read it and a downloaded file cannot run code:
-
-    format_version   int, CHECKPOINT_FORMAT
-    model            the uncompiled model's state_dict
-    model_config     GPTConfig fields (vocab_size included)
-    vocab            list of the tokenizer's characters, in id order
-    normalization    the corpus's Unicode normalisation (data.normalization), applied
-                     to prompts too; absent in files written before it existed ("none")
-    config           the resolved run config (nested dict)
-    iter_num         optimizer steps completed
-    best_val_loss    lowest validation loss so far (nats per character)
-    optimizer        optimizer state_dict (absent in weights-only files: best.pt)
-    training_weights with weight averaging (train.ema_decay) under way: the weights being
-                     trained, while ``model`` holds their average (what is evaluated and
-                     sampled); absent otherwise
-    average          {"updates": n}: how many steps that average holds (absent without)
-    rng              {"world_size": N, "ranks": [...]}: for each rank, its python, numpy,
-                     torch (and cuda) RNG states and its batch sampler's position
-                     (absent in weights-only files)
-    corpus           the files and splits trained on, see `training.corpus_record`
-                     (ckpt.pt only; absent in files written before it existed)
-
-The format, `load_checkpoint` and `model_from_checkpoint` live in model/checkpoint.py
-(inference reads them without the trainer) and are importable from here too.
+The format (a plain dict that ``torch.load(..., weights_only=True)`` reads; its keys
+are listed in model/checkpoint.py), `load_checkpoint` and `model_from_checkpoint` live
+in model/checkpoint.py, where inference reads them without the trainer; they are
+importable from here too.
 `checkpoint_contents` and `training_state` build it; `check_resume` says whether a run
 may continue from it, `restore_training_state` puts the optimizer and RNGs back.
 """
