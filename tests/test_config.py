@@ -163,6 +163,26 @@ def test_readme_configuration_table_is_the_generated_one():
     assert documented == set(all_keys())
 
 
+def test_korean_guide_key_table_agrees_with_the_generated_one():
+    """README.ko.md shows a shorter table of the common keys in Korean; its keys exist
+    and its defaults are the generated table's, so the two guides cannot drift apart."""
+    generated = {}
+    for row in config_reference().splitlines()[2:]:
+        cells = row.split(" | ")
+        generated[cells[0].strip("| `")] = cells[1]
+    text = (ROOT / "README.ko.md").read_text(encoding="utf-8")
+    begin = text.index("\n", text.index("<!-- 아래 키와 기본값은")) + 1
+    rows = text[begin : text.index("\n\n", begin)].splitlines()[2:]
+    assert len(rows) >= 10
+    for row in rows:
+        key_cell, default_cell = row.split(" | ")[:2]
+        keys = re.findall(r"`([^`]+)`", key_cell)
+        defaults = re.findall(r"`[^`]*`", default_cell)
+        assert keys and set(keys) <= set(generated), f"README.ko.md: unknown key in {row!r}"
+        if defaults:  # a default given in words ("Tiny Shakespeare") is not compared
+            assert defaults == [generated[key] for key in keys], f"README.ko.md: {row!r}"
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_recipes_set_only_what_differs_and_say_why(path):
     """A recipe sets only values that differ from the defaults, each with a comment."""

@@ -6,7 +6,8 @@ Each script's module is imported once and its ``main`` called with the command's
 arguments; ``ArgumentParser.parse_args`` is wrapped to stop right after parsing, so
 nothing trains, samples or reads a checkpoint. Commands are read from fenced code
 blocks (a trailing backslash continues a line) and from inline code spans that start
-with ``python``; one holding a placeholder (``...``, ``[``, ``FILE``) is left out.
+with ``python``; one holding a placeholder (``...``, ``[``, ``FILE``) is left out, and
+so is a line that first changes into another checkout (``(cd ../old && python ...)``).
 """
 
 import argparse
@@ -27,6 +28,9 @@ SCRIPTS |= {f"bench/{p.name}" for p in (ROOT / "bench").glob("*.py")}
 SCRIPTS |= {"export.py"}
 DOCUMENTS = [ROOT / "README.md", ROOT / "README.ko.md", *sorted((ROOT / "docs").glob("*.md"))]
 PLACEHOLDER = re.compile(r"\.\.\.|\[|\bFILE\b|\bDIR\b|<[a-z_ ]+>")
+# A line that first changes into another folder (`(cd ../old && python ...)`) runs that
+# checkout's scripts, e.g. an older commit's for a comparison: not this one's to parse.
+OTHER_CHECKOUT = re.compile(r"\s*\(?cd\s")
 
 
 class Parsed(Exception):
@@ -56,6 +60,8 @@ def commands_in(text: str) -> list[str]:
     found += [" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", text)]
     commands = []
     for line in found:
+        if OTHER_CHECKOUT.match(line):
+            continue
         for part in split_shell_list(line):
             part = part.strip()
             if part and not PLACEHOLDER.search(part):
@@ -133,6 +139,11 @@ def parse(script: str, args: list[str], monkeypatch) -> argparse.Namespace:
 
 
 COMMANDS = documented_commands()
+
+
+def test_commands_run_in_another_checkout_are_left_out():
+    text = "```bash\n(cd ../old && python sample.py --gone)\npython sample.py --seed 1\n```\n"
+    assert commands_in(text) == ["python sample.py --seed 1"]
 
 
 def test_the_documents_have_commands_to_check():
