@@ -40,7 +40,7 @@ PREFERRED_HANGUL_FAMILIES = (
 )
 INSTALL_HINT = (
     "install a font with Hangul, e.g. `sudo apt-get install fonts-nanum` "
-    "(Debian/Ubuntu) or fonts-noto-cjk; README.md, 'Fonts for Korean', says more"
+    "(Debian/Ubuntu) or fonts-noto-cjk (README.md, 'Train on your own text')"
 )
 MAX_LISTED = 8  # characters named in a warning; the rest are counted
 # Fonts that map every code point to a placeholder box (matplotlib bundles "Last Resort
