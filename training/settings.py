@@ -16,6 +16,7 @@ from typing import Literal
 from data.corpus import DEFAULT_CORPUS_PATH
 from data.normalization import Normalization
 from model.config import GPTConfig, setting
+from model.scoring import EVAL_BATCH_SIZE, TRAIN_BATCH_SIZE
 
 # The choices of the run config (the model's are in model/config.py); the validator
 # reads the allowed values from these types.
@@ -89,7 +90,7 @@ class TrainConfig:
     """The `train:` section: optimisation, evaluation and what a run logs. Iterations
     count optimizer steps."""
 
-    batch_size: int = setting(32, "sequences per micro-batch", bounds="> 0")
+    batch_size: int = setting(TRAIN_BATCH_SIZE, "sequences per micro-batch", bounds="> 0")
     gradient_accumulation_steps: int = setting(1, "micro-batches per optimizer step", bounds="> 0")
     max_iters: int = setting(2000, "optimizer steps", bounds="> 0", resume_may_change=True)
     eval_interval: int = setting(
@@ -116,7 +117,7 @@ class TrainConfig:
         "false skips it on a corpus too large to wait for (evaluate.py can do it later)",
     )
     eval_batch_size: int = setting(
-        128,
+        EVAL_BATCH_SIZE,
         "windows per forward pass during evaluation; fewer where their logits would outgrow "
         "a training step's (a vocabulary of tens of thousands of characters), as the run says",
         bounds="> 0",
