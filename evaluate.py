@@ -24,11 +24,17 @@ from tqdm import tqdm
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from data import CorpusError, prepare_corpus
+from data.batches import EvaluationWindows
+from data.settings import DataConfig
 from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-from training.config import ConfigError, RunConfig, all_keys, build_config, flatten
-from training.device import autocast_context, resolve_device
-from training.distributed import DistContext
-from training.evaluate import Evaluator, nats_to_bits
+from model.device import DeviceError, autocast_context, resolve_device
+from model.scoring import (
+    EVAL_BATCH_SIZE,
+    TRAIN_BATCH_SIZE,
+    mean_windows_loss,
+    nats_to_bits,
+    rows_per_forward,
+)
 
 SPLIT_NAMES = {"val": "validation", "test": "test"}
 
@@ -57,15 +63,12 @@ class SplitScore:
         return nats_to_bits(self.loss)
 
 
-def run_config(checkpoint_config: dict) -> RunConfig:
-    """The run's config from a checkpoint, with defaults for keys it predates (and
-    without keys this version no longer has).
-
-    Raises:
-        ConfigError: if the stored values are not a valid config.
-    """
-    known = set(all_keys())
-    return build_config({k: v for k, v in flatten(checkpoint_config).items() if k in known})
+def stored_data_config(checkpoint_config: dict) -> DataConfig:
+    """The run's `data:` section from a checkpoint's stored config, with defaults for
+    keys it predates (and without keys this version no longer has)."""
+    known = {f.name for f in dataclasses.fields(DataConfig)}
+    stored = checkpoint_config.get("data", {})
+    return DataConfig(**{k: v for k, v in stored.items() if k in known})
 
 
 def score_split(
@@ -89,19 +92,17 @@ def score_split(
         progress: show a tqdm bar (and the preparation's, for a large corpus).
 
     Raises:
-        CheckpointError, ConfigError, CorpusError: with the problem and the fix.
+        CheckpointError, CorpusError, DeviceError: with the problem and the fix.
     """
     device = resolve_device(device_name)
     path = resolve_checkpoint_path(out_dir, checkpoint)
     ckpt = load_checkpoint(path, map_location=device)
     model, tokenizer = model_from_checkpoint(ckpt, path)
-    cfg = run_config(ckpt["config"])
+    data_cfg = stored_data_config(ckpt["config"])
     if data_path is not None:
-        cfg.data.path = data_path
-    if batch_size is not None:
-        cfg.train.eval_batch_size = batch_size
+        data_cfg.path = data_path
     try:
-        corpus = prepare_corpus(**dataclasses.asdict(cfg.data), progress=progress)
+        corpus = prepare_corpus(**dataclasses.asdict(data_cfg), progress=progress)
     except CorpusError as e:
         if data_path is None:
             raise
@@ -112,25 +113,31 @@ def score_split(
         try:
             id_map = corpus.tokenizer.ids_in(tokenizer)
         except CorpusError as e:
-            raise CorpusError(f"{cfg.data.path}: {e}") from None
+            raise CorpusError(f"{data_cfg.path}: {e}") from None
     ids = corpus.val_ids if split == "val" else corpus.test_ids
     if split == "test" and len(ids) == 0:
         raise CorpusError(
             f"the run in {out_dir} has no test split (data.test_fraction is 0): use "
             "--split val, or train with data.test_fraction=0.05 (say) to hold one out"
         )
-    T = cfg.model.block_size
+    T = model.config.block_size
     if len(ids) < T + 1:
         raise CorpusError(
-            f"the {SPLIT_NAMES[split]} split of {cfg.data.path} has {len(ids)} characters, "
+            f"the {SPLIT_NAMES[split]} split of {data_cfg.path} has {len(ids)} characters, "
             f"fewer than block_size + 1 = {T + 1}: score a longer text"
         )
     model.to(device)
     autocast = functools.partial(autocast_context, device)
-    evaluator = Evaluator(corpus, cfg, DistContext(), device, autocast)
-    windows = evaluator.whole_split_windows(split, id_map)
+    # Windows per forward pass as training's Evaluator chose them: the same windows in
+    # the same forward passes give the run's own number to the last digit.
+    train = ckpt["config"].get("train", {})
+    if batch_size is None:
+        batch_size = train.get("eval_batch_size", EVAL_BATCH_SIZE)
+    vocab = model.config.vocab_size  # the model's sizes the logits, not the scored corpus's
+    rows = rows_per_forward(batch_size, train.get("batch_size", TRAIN_BATCH_SIZE), T, vocab)
+    windows = EvaluationWindows(ids, T, id_map=id_map)  # every character after the first
     with tqdm(total=len(windows), unit="window", disable=not progress) as bar:
-        loss = evaluator.mean_loss(model, windows, bar.update)
+        loss = mean_windows_loss(model, windows, rows, device, autocast, bar.update)
     return SplitScore(loss, len(ids), split, corpus.origin, int(ckpt["iter_num"]))
 
 
@@ -171,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             args.batch_size,
             progress=sys.stderr.isatty(),
         )
-    except (ConfigError, CheckpointError, CorpusError) as e:
+    except (CheckpointError, CorpusError, DeviceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,4 +1,5 @@
-"""The data pipeline: character tokenizer, corpus preparation and batches."""
+"""The data pipeline: character tokenizer, corpus preparation and batches, and the run
+config's `data:` section (data/settings.py)."""
 
 from data.batches import BatchSampler, evaluation_windows
 from data.corpus import Corpus, prepare_corpus

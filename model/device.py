@@ -1,4 +1,7 @@
-"""Choosing the device a model runs on, by name (the `device` setting and --device)."""
+"""Choosing the device a model runs on, by name (the `device` setting and --device),
+and the mixed-precision context its forward passes run in there."""
+
+import contextlib
 
 import torch
 
@@ -30,3 +33,19 @@ def resolve_device(name: str) -> torch.device:
     if not available[name]():
         raise DeviceError(f"device {name} is not available here; use cpu or auto")
     return torch.device(name)
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The dtype matrix products run in under autocast: bfloat16 on CUDA GPUs that
+    support it, None (no autocast: float32) elsewhere."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+def autocast_context(device: torch.device):
+    """bf16 autocast on CUDA GPUs that support it; a no-op context elsewhere."""
+    dtype = autocast_dtype(device)
+    if dtype is not None:
+        return torch.autocast(device_type=device.type, dtype=dtype)
+    return contextlib.nullcontext()

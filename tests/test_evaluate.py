@@ -1,4 +1,5 @@
-"""training/evaluate.py: evaluation runs in eval mode (no dropout) and restores the mode.
+"""model/scoring.py and training/evaluate.py: evaluation runs in eval mode (no dropout)
+and restores the mode.
 
 Evaluation's memory does not grow past a training step's with the vocabulary: the
 largest logits tensor an evaluation makes, counted by a forward hook on lm_head, is
@@ -15,9 +16,10 @@ import torch
 from data.corpus import Corpus
 from data.tokenizer import CharTokenizer
 from model import GPT, GPTConfig
+from model.scoring import EVAL_LOGITS_FLOOR, rows_per_forward, summed_loss
 from training.config import load_config
 from training.distributed import DistContext
-from training.evaluate import EVAL_LOGITS_FLOOR, Evaluator, rows_per_forward, summed_loss
+from training.evaluate import Evaluator
 
 
 def test_dropout_is_off_during_evaluation():
@@ -73,7 +75,7 @@ def evaluation_setup(eval_batch_size: int):
 
 def test_evaluation_logits_stay_within_a_training_steps_at_a_large_vocabulary(monkeypatch):
     # No floor, so that a test-sized model shows what a 100,000-character one would.
-    monkeypatch.setattr("training.evaluate.EVAL_LOGITS_FLOOR", 0)
+    monkeypatch.setattr("model.scoring.EVAL_LOGITS_FLOOR", 0)
     cfg, model, corpus, evaluator = evaluation_setup(eval_batch_size=128)
     x = torch.from_numpy(corpus.train_ids[: 4 * T].astype(np.int64)).view(4, T)
     training = largest_logits(model, lambda: model(x, x)[1].backward())

@@ -1,7 +1,7 @@
 """Training: run configuration, optimizer, schedule, evaluation, checkpoints, the loop.
 
 The names below are imported on first use (PEP 562): importing one module of the
-package (the run config, for evaluate.py) does not load the loop and TensorBoard.
+package (the run config, say) does not load the loop and TensorBoard.
 """
 
 import importlib

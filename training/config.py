@@ -20,11 +20,10 @@ from typing import Literal
 import yaml
 
 from data.escapes import unescape_argument
+from data.settings import DataConfig, DecodeErrors
 from training.schedule import warmup_outlasting_schedule
 from training.settings import (
     SECTIONS,
-    DataConfig,
-    DecodeErrors,
     Device,
     LrSchedule,
     Optimizer,

@@ -13,7 +13,7 @@ import warnings
 
 from tqdm import tqdm
 
-from training.evaluate import nats_to_bits
+from model.scoring import nats_to_bits
 
 
 def plain_warnings() -> None:

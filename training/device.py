@@ -1,11 +1,16 @@
-"""Choosing the device and the matching mixed-precision context."""
+"""Choosing the device and the matching mixed-precision context, for the run config.
 
-import contextlib
+The mixed-precision context is `model.device`'s (evaluate.py uses it without the
+trainer); it is importable from here too.
+"""
 
 import torch
 
 from model import device as model_device
+from model.device import autocast_context, autocast_dtype
 from training.config import ConfigError
+
+__all__ = ["autocast_context", "autocast_dtype", "resolve_device"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -18,19 +23,3 @@ def resolve_device(name: str) -> torch.device:
         return model_device.resolve_device(name)
     except model_device.DeviceError as e:
         raise ConfigError(str(e)) from None
-
-
-def autocast_dtype(device: torch.device) -> torch.dtype | None:
-    """The dtype training's matrix products run in under autocast: bfloat16 on CUDA GPUs
-    that support it, None (no autocast: float32) elsewhere."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return None
-
-
-def autocast_context(device: torch.device):
-    """bf16 autocast on CUDA GPUs that support it; a no-op context elsewhere."""
-    dtype = autocast_dtype(device)
-    if dtype is not None:
-        return torch.autocast(device_type=device.type, dtype=dtype)
-    return contextlib.nullcontext()

@@ -6,123 +6,44 @@ characters are) and train.eval_train_tokens (training): the same windows at ever
 evaluation, so two evaluations, or two runs, compare exactly, and their cost does not
 grow with the corpus. The whole validation split (every character after its first,
 in non-overlapping windows of block_size) is scored once at the end of training, and
-by evaluate.py. All in nats per character (and bits: nats / ln 2).
+by evaluate.py. All in nats per character (and bits: nats / ln 2). The loss over
+windows is `model.scoring`'s; this module adds the fixed samples of a run and the
+data-parallel sum.
 """
 
 import math
 import time
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from data.batches import EvaluationWindows
 from data.corpus import Corpus
+from model.scoring import (
+    EVAL_LOGITS_FLOOR,
+    nats_to_bits,
+    rows_per_forward,
+    summed_loss,
+    windows_loss,
+)
 from training.distributed import DistContext, all_reduce
 from training.nonfinite import NonFiniteLossError
 
-# Evaluation logits of up to this many elements (64 MB in float32) are never split:
-# those of an alphabet's or Hangul's few thousand characters are not larger, and their
-# evaluation keeps train.eval_batch_size windows per forward pass.
-EVAL_LOGITS_FLOOR = 1 << 24
-
-
-def rows_per_forward(eval_batch_size: int, batch_size: int, block_size: int, vocab: int) -> int:
-    """Windows per evaluation forward pass: train.eval_batch_size, or fewer where its
-    (rows, block_size, vocab_size) float32 logits would outgrow a training micro-step's
-    (batch_size, block_size, vocab_size) ones (and EVAL_LOGITS_FLOOR), so that
-    evaluation never needs much more memory than training at any vocabulary size.
-    The loss is the same either way: windows are summed one by one.
-    """
-    budget = max(batch_size * block_size * vocab, EVAL_LOGITS_FLOOR)
-    return max(1, min(eval_batch_size, budget // (block_size * vocab)))
+# The scoring itself is `model.scoring`'s (evaluate.py scores without the trainer); its
+# names are importable from here too.
+__all__ = [
+    "EVAL_LOGITS_FLOOR",
+    "Evaluator",
+    "WholeSplitStopped",
+    "nats_to_bits",
+    "rows_per_forward",
+    "summed_loss",
+    "windows_loss",
+]
 
 
 class WholeSplitStopped(Exception):
     """Raised by `Evaluator.final_val_loss` when asked to stop part-way."""
-
-
-def nats_to_bits(loss: float) -> float:
-    """Convert a loss in nats per character to bits per character (divide by ln 2)."""
-    return loss / math.log(2)
-
-
-@torch.no_grad()
-def summed_loss(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    batch_size: int,
-    device: torch.device,
-    autocast=None,
-) -> tuple[torch.Tensor, int]:
-    """Total cross-entropy over every target in ``y`` that is not -1, and their count.
-
-    Runs in eval mode (dropout off) and restores the previous mode. Returning the sum
-    and the count (rather than their ratio) lets data-parallel ranks add theirs up.
-
-    Args:
-        model: returns ``(logits, loss)`` from ``model(x)``; logits (B, T, vocab_size).
-        x, y: (W, T) int64 windows and targets, e.g. from `data.evaluation_windows`.
-        batch_size: windows per forward pass.
-        device: where to run.
-        autocast: optional context manager factory for mixed precision.
-
-    Returns:
-        (total, count): a float64 0-dim tensor on ``device`` in nats, and the number
-        of targets it covers.
-    """
-    was_training = model.training
-    model.eval()
-    total = torch.zeros((), dtype=torch.float64, device=device)
-    count = int((y != -1).sum())  # counted on the host: no device sync per batch
-    for i in range(0, len(x), batch_size):
-        xb = x[i : i + batch_size].to(device)
-        yb = y[i : i + batch_size].to(device)
-        if autocast is not None:
-            with autocast():
-                logits, _ = model(xb)
-        else:
-            logits, _ = model(xb)
-        total += F.cross_entropy(
-            logits.reshape(-1, logits.size(-1)).float(),
-            yb.reshape(-1),
-            ignore_index=-1,
-            reduction="sum",
-        )
-    model.train(was_training)
-    return total, count
-
-
-def windows_loss(
-    model: nn.Module,
-    windows: EvaluationWindows,
-    batch_size: int,
-    device: torch.device,
-    autocast=None,
-    rank: int = 0,
-    world_size: int = 1,
-    on_windows=None,
-) -> tuple[torch.Tensor, int]:
-    """`summed_loss` over fixed evaluation windows, read batch_size windows at a time
-    (windows rank, rank + world_size, ...), so that no split is held in memory.
-
-    Args:
-        on_windows: called with the number of windows after each batch (a progress bar).
-
-    Returns:
-        (total, count): summed cross-entropy in nats (float64 0-dim tensor on
-        ``device``) and the number of targets.
-    """
-    total = torch.zeros((), dtype=torch.float64, device=device)
-    count = 0
-    for x, y in windows.batches(batch_size, rank, world_size):
-        batch_total, batch_count = summed_loss(model, x, y, batch_size, device, autocast)
-        total += batch_total
-        count += batch_count
-        if on_windows is not None:
-            on_windows(len(x))
-    return total, count
 
 
 class Evaluator:
@@ -145,7 +66,7 @@ class Evaluator:
             vocabulary, see `rows_per_forward`, and ``note`` says so).
         dist: this process's place in the job.
         device: where to evaluate.
-        autocast: factory of the mixed-precision context (see `training.device`).
+        autocast: factory of the mixed-precision context (see `model.device`).
     """
 
     def __init__(self, corpus: Corpus, cfg, dist: DistContext, device: torch.device, autocast=None):

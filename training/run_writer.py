@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from torch.utils.tensorboard import SummaryWriter
 
-from training.evaluate import nats_to_bits
+from model.scoring import nats_to_bits
 from training.hparams import hparams_summaries
 
 TRAIN_LOSS = "train/loss"

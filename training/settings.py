@@ -1,34 +1,29 @@
 """Every key of a run's configuration: its type, default and meaning, one dataclass per
-section (data, train; the model's section is `model.config.GPTConfig`).
+section (train; the data section is `data.settings.DataConfig`, the model's
+`model.config.GPTConfig`: evaluate.py reads those two without the trainer).
 
 Each field carries its rules beside it (`model.config.setting`): its meaning, the
 values allowed (its type, its choices as a ``Literal``, its ``bounds``) and whether it
 is a hyperparameter. `training.config` validates a config by reading them (relations
 between keys, such as n_embd divisible by n_head, are in its `relations`), and
 ``python train.py --help-config`` prints the table made from them, which README.md
-shows. A new key is one field here (or in `model.config.GPTConfig`).
+shows. A new key is one field here (or in `data.settings.DataConfig` or
+`model.config.GPTConfig`).
 """
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from data.corpus import DEFAULT_CORPUS_PATH
-from data.normalization import Normalization
+from data.settings import DataConfig
 from model.config import GPTConfig, setting
+from model.scoring import EVAL_BATCH_SIZE, TRAIN_BATCH_SIZE
 
 # The choices of the run config (the model's are in model/config.py); the validator
 # reads the allowed values from these types.
 Device = Literal["auto", "cpu", "cuda", "mps"]
-DecodeErrors = Literal["strict", "replace"]
 LrSchedule = Literal["cosine", "wsd"]
 Optimizer = Literal["adamw", "muon"]
-
-
-def _some_pattern(include: str) -> str | None:
-    if not include.replace(",", "").strip():
-        return "is empty; use '*' for every file, or e.g. '*.c,*.h'"
-    return None
 
 
 def _not_blank(out_dir: str | None) -> str | None:
@@ -38,58 +33,11 @@ def _not_blank(out_dir: str | None) -> str | None:
 
 
 @dataclass
-class DataConfig:
-    """The `data:` section: which text, and how it is read and split."""
-
-    path: str = setting(
-        DEFAULT_CORPUS_PATH,
-        "what to train on: a UTF-8 text file, a folder (every file in it and its "
-        "sub-folders, hidden ones skipped) or a glob such as `'books/*.txt'`; the default "
-        "fetches Tiny Shakespeare",
-    )
-    include: str = setting(
-        "*",
-        "comma-separated patterns of the files a folder or glob contributes, matched "
-        "against each file's name and relative path, e.g. `*.c,*.h`",
-        check=_some_pattern,
-    )
-    separator: str = setting(
-        "\\n",
-        "text put between two files, which are read in sorted order; escapes `\\n`, "
-        "`\\t`, `\\\\`, `\\uHHHH` are understood (YAML: `separator: '\\n\\n'`; "
-        "command line: `data.separator='\\n\\n'`, or `data.separator=` for none)",
-    )
-    val_fraction: float = setting(
-        0.1,
-        "share of the corpus held out for validation, just before the test split",
-        bounds="(0, 1)",
-    )
-    test_fraction: float = setting(
-        0.0,
-        "share of the corpus, at its very end, held out as a test split that training and "
-        "model selection never read (`evaluate.py --split test`); in [0, 1 - val_fraction)",
-    )
-    cache_dir: str = setting(
-        "data/cache", "where prepared token arrays are cached", hyperparameter=False
-    )
-    decode_errors: DecodeErrors = setting(
-        "strict", "`strict` stops at invalid UTF-8; `replace` swaps bad bytes for U+FFFD"
-    )
-    normalization: Normalization = setting(
-        "nfc",
-        "Unicode form of the corpus and of every prompt, prompt file and stop string: `nfc` "
-        "(composed, as keyboards type), `nfd` (decomposed, as macOS file names), `nfkc` / "
-        "`nfkd` (also fold compatibility variants such as full-width letters), or `none` "
-        "(code points kept as the file has them); recorded in the checkpoint",
-    )
-
-
-@dataclass
 class TrainConfig:
     """The `train:` section: optimisation, evaluation and what a run logs. Iterations
     count optimizer steps."""
 
-    batch_size: int = setting(32, "sequences per micro-batch", bounds="> 0")
+    batch_size: int = setting(TRAIN_BATCH_SIZE, "sequences per micro-batch", bounds="> 0")
     gradient_accumulation_steps: int = setting(1, "micro-batches per optimizer step", bounds="> 0")
     max_iters: int = setting(2000, "optimizer steps", bounds="> 0", resume_may_change=True)
     eval_interval: int = setting(
@@ -116,7 +64,7 @@ class TrainConfig:
         "false skips it on a corpus too large to wait for (evaluate.py can do it later)",
     )
     eval_batch_size: int = setting(
-        128,
+        EVAL_BATCH_SIZE,
         "windows per forward pass during evaluation; fewer where their logits would outgrow "
         "a training step's (a vocabulary of tens of thousands of characters), as the run says",
         bounds="> 0",

@@ -1,0 +1,70 @@
+"""The `data:` section of a run config: which text, and how it is read and split.
+
+Its keys are `data.prepare_corpus`'s arguments, by name. A run's checkpoint stores the
+section (in its ``config``), and evaluate.py prepares the corpus from it as the run
+did; the rules beside each field are `model.config.setting`'s, checked by
+`training.config` when a run starts.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from data.corpus import DEFAULT_CORPUS_PATH
+from data.normalization import Normalization
+from model.config import setting
+
+# The choices of data.decode_errors; the validator reads the allowed values from it.
+DecodeErrors = Literal["strict", "replace"]
+
+
+def _some_pattern(include: str) -> str | None:
+    if not include.replace(",", "").strip():
+        return "is empty; use '*' for every file, or e.g. '*.c,*.h'"
+    return None
+
+
+@dataclass
+class DataConfig:
+    """The `data:` section: which text, and how it is read and split."""
+
+    path: str = setting(
+        DEFAULT_CORPUS_PATH,
+        "what to train on: a UTF-8 text file, a folder (every file in it and its "
+        "sub-folders, hidden ones skipped) or a glob such as `'books/*.txt'`; the default "
+        "fetches Tiny Shakespeare",
+    )
+    include: str = setting(
+        "*",
+        "comma-separated patterns of the files a folder or glob contributes, matched "
+        "against each file's name and relative path, e.g. `*.c,*.h`",
+        check=_some_pattern,
+    )
+    separator: str = setting(
+        "\\n",
+        "text put between two files, which are read in sorted order; escapes `\\n`, "
+        "`\\t`, `\\\\`, `\\uHHHH` are understood (YAML: `separator: '\\n\\n'`; "
+        "command line: `data.separator='\\n\\n'`, or `data.separator=` for none)",
+    )
+    val_fraction: float = setting(
+        0.1,
+        "share of the corpus held out for validation, just before the test split",
+        bounds="(0, 1)",
+    )
+    test_fraction: float = setting(
+        0.0,
+        "share of the corpus, at its very end, held out as a test split that training and "
+        "model selection never read (`evaluate.py --split test`); in [0, 1 - val_fraction)",
+    )
+    cache_dir: str = setting(
+        "data/cache", "where prepared token arrays are cached", hyperparameter=False
+    )
+    decode_errors: DecodeErrors = setting(
+        "strict", "`strict` stops at invalid UTF-8; `replace` swaps bad bytes for U+FFFD"
+    )
+    normalization: Normalization = setting(
+        "nfc",
+        "Unicode form of the corpus and of every prompt, prompt file and stop string: `nfc` "
+        "(composed, as keyboards type), `nfd` (decomposed, as macOS file names), `nfkc` / "
+        "`nfkd` (also fold compatibility variants such as full-width letters), or `none` "
+        "(code points kept as the file has them); recorded in the checkpoint",
+    )
