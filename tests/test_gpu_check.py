@@ -181,7 +181,7 @@ def test_parallel_tests_stop_at_their_budget_and_add_up_what_ran(tmp_path):
     (tmp_path / "test_late.py").write_text("def test_never():\n    pass\n", encoding="utf-8")
     script = ROOT / "bench" / "parallel_tests.py"
     items = ["test_slow.py", "test_fast.py", "test_late.py"]
-    cmd = [sys.executable, str(script), "--workers", "2", "--budget", "40", *items]
+    cmd = [sys.executable, str(script), "--workers", "2", "--budget", "12", *items]
     r = subprocess.run(
         cmd + ["--", "-p", "no:cacheprovider"],
         cwd=tmp_path,
@@ -199,7 +199,7 @@ def test_parallel_tests_stop_at_their_budget_and_add_up_what_ran(tmp_path):
 
     assert pytest_counts(r.stdout) == {"passed": 2, "failed": 1}
     one_worker = subprocess.run(
-        [sys.executable, str(script), "--workers", "1", "--budget", "10", *items],
+        [sys.executable, str(script), "--workers", "1", "--budget", "3", *items],
         cwd=tmp_path,
         capture_output=True,
         text=True,
