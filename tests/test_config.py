@@ -158,7 +158,10 @@ def test_readme_configuration_table_is_the_generated_one():
     begin = readme.index("<!-- config-reference")
     begin = readme.index("\n", begin) + 1
     end = readme.index("<!-- end config-reference -->")
-    assert readme[begin:end].strip() == config_reference()
+    assert readme[begin:end].strip() == config_reference(), (
+        "README.md's configuration table is not the generated one: replace the lines "
+        "between its config-reference markers with `python train.py --help-config`"
+    )
     documented = {row.split("`")[1] for row in config_reference().splitlines()[2:]}
     assert documented == set(all_keys())
 
