@@ -59,7 +59,8 @@ CHUNK = 16
 # weight's outputs into the first of these numbers of row groups that divides them.
 GROUPS = (8, 4, 2)
 # Products of 2 .. FEW_ROWS rows (CPU, eager: a batch's decode steps) take
-# `few_rows_linear`, on weights regrouped once per generation.
+# `few_rows_linear`, on weights regrouped once per generation: faster there than one
+# matrix product of a few rows (docs/benchmarks.md, sampling speed).
 FEW_ROWS = 16
 
 
