@@ -64,6 +64,33 @@ def test_two_runs_cannot_share_a_folder(tmp_path, shakespeare_path):
     assert train(load_config(None, tiny_overrides(tmp_path, shakespeare_path))).iter_num == 6
 
 
+def test_a_run_before_its_first_checkpoint_is_named_as_running(tmp_path):
+    """A run still before its first checkpoint has written config.yaml and events: a
+    second run into its folder hears that it is running, not "replace it with
+    train.overwrite=true", with or without overwrite or resume."""
+    fcntl = pytest.importorskip("fcntl")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text("{}\n", encoding="utf-8")
+    (out / "events.out.tfevents.1").write_bytes(b"")
+    with open(out / ".lock", "a", encoding="utf-8") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as the running trainer does
+        for given in ([], ["train.overwrite=true"], ["train.resume=true"]):
+            with pytest.raises(ConfigError) as refused:
+                start([f"out_dir={out}", *given])
+            assert str(refused.value) == (
+                f"another training run is writing to {out}; wait for it or "
+                "choose another out_dir=..."
+            )
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".lock",
+        "config.yaml",
+        "events.out.tfevents.1",
+    ]
+    # The other ranks of a data-parallel run do not take the lock: rank 0 holds it.
+    assert RunFolder(out, resume=False, overwrite=True, lock=False).resume_path is None
+
+
 def advice_overrides(message: str) -> list[str]:
     """The section.key=value settings a message tells the user to give."""
     return re.findall(r"\btrain\.\w+=\w+", message)

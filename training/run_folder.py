@@ -61,6 +61,10 @@ class RunFolder:
     def __init__(self, out_dir: Path, resume: bool, overwrite: bool, lock: bool = True):
         self.out_dir = Path(out_dir)
         self.overwrite = overwrite
+        # A run still before its first checkpoint has left files that look like an
+        # earlier run's: say that it is running, not that it may be overwritten.
+        if lock and run_in_progress(self.out_dir):
+            raise ConfigError(self._held_message())
         self.resume_path = self._check(resume, overwrite)
         # What this run made, removed again if it fails to start.
         self._made_lock_file = False
@@ -121,11 +125,14 @@ class RunFolder:
         except OSError:
             lock.close()
             self._made_lock_file, self._made_folders = False, []  # the other run's
-            raise ConfigError(
-                f"another training run is writing to {self.out_dir}; wait for it or "
-                "choose another out_dir=..."
-            ) from None
+            raise ConfigError(self._held_message()) from None
         return lock
+
+    def _held_message(self) -> str:
+        return (
+            f"another training run is writing to {self.out_dir}; wait for it or "
+            "choose another out_dir=..."
+        )
 
     def start(self, given_config: dict) -> None:
         """Called once the run's input has been checked and training begins: with
