@@ -125,35 +125,34 @@ def test_chunks_hold_the_tokens_of_generate():
         generate_chunks(model, prompt, 3, chunk_size=0)
 
 
-@pytest.mark.parametrize("leading", [(1,), (1, 1), (1, 1, 1)])
+# The two CPU paths, each on the row counts it serves: one row, and a few.
+CPU_PRODUCTS = {
+    "one_row_linear": ([(1,), (1, 1), (1, 1, 1)], lambda x, w, b, g: one_row_linear(x, w, b, g)),
+    "few_rows_linear": (
+        [(2,), (8, 1), (3, 5)],
+        lambda x, w, b, g: few_rows_linear(x, group_columns(w, g), b),
+    ),
+}
+CPU_PRODUCT_CASES = [(name, rows) for name, (shapes, _) in CPU_PRODUCTS.items() for rows in shapes]
+
+
+@pytest.mark.parametrize(("product", "leading"), CPU_PRODUCT_CASES)
 @pytest.mark.parametrize("groups", [8, 4, 2])
 @pytest.mark.parametrize("bias", [True, False])
-def test_one_row_linear_equals_f_linear(leading, groups, bias):
+def test_the_cpu_products_equal_f_linear(product, leading, groups, bias):
     torch.manual_seed(0)
     weight, b = torch.randn(48, 24), torch.randn(48) if bias else None
     x = torch.randn(*leading, 24)
-    out = one_row_linear(x, weight, b, groups)
+    out = CPU_PRODUCTS[product][1](x, weight, b, groups)
     assert out.shape == (*leading, 48)
     torch.testing.assert_close(out, F.linear(x, weight, b), atol=1e-5, rtol=1e-6)
 
 
-def test_one_row_linear_refuses_rows_that_do_not_split_and_several_rows():
+def test_the_cpu_products_refuse_rows_that_do_not_split_and_several_rows():
     with pytest.raises(ValueError, match="65 output rows do not split into 8"):
         one_row_linear(torch.randn(1, 8), torch.randn(65, 8), None, 8)
     with pytest.raises(ValueError, match="holds 2 rows"):
         one_row_linear(torch.randn(2, 8), torch.randn(64, 8), None, 8)
-
-
-@pytest.mark.parametrize("leading", [(2,), (8, 1), (3, 5)])
-@pytest.mark.parametrize("groups", [8, 4, 2])
-@pytest.mark.parametrize("bias", [True, False])
-def test_few_rows_linear_equals_f_linear(leading, groups, bias):
-    torch.manual_seed(0)
-    weight, b = torch.randn(48, 24), torch.randn(48) if bias else None
-    x = torch.randn(*leading, 24)
-    out = few_rows_linear(x, group_columns(weight, groups), b)
-    assert out.shape == (*leading, 48)
-    torch.testing.assert_close(out, F.linear(x, weight, b), atol=1e-5, rtol=1e-6)
     with pytest.raises(ValueError, match="65 output rows do not split into 8"):
         group_columns(torch.randn(65, 8), 8)
 
