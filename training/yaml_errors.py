@@ -41,6 +41,7 @@ def load_yaml(text: str):
     Raises:
         yaml.YAMLError: for a syntax error or a repeated key (see `describe_yaml_error`).
     """
+    # A SafeLoader subclass: plain data only, no tags that construct objects or run code.
     return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
