@@ -390,14 +390,40 @@ class GPT(nn.Module):
             logits = cap * torch.tanh(logits / cap)
         return logits
 
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, *args, **kwargs) -> torch.Tensor:
-        """Extend (B, T) prompts by max_new_tokens sampled tokens: `model.engine.generate`."""
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        *,
+        generator: torch.Generator | None = None,
+        use_cache: bool = True,
+        compile: bool | None = None,
+    ) -> torch.Tensor:
+        """Extend (B, T) prompt ids by max_new_tokens sampled tokens -> (B, T +
+        max_new_tokens) ids. Arguments, errors: `model.engine.generate`."""
         from model.engine import generate  # the engine reads this file's modules
 
-        return generate(self, idx, max_new_tokens, *args, **kwargs)
+        options = dict(generator=generator, use_cache=use_cache, compile=compile)
+        return generate(self, idx, max_new_tokens, temperature, top_k, top_p, **options)
 
-    def generate_stream(self, idx: torch.Tensor, max_new_tokens: int, *args, **kwargs):
-        """Yield (B, 1) new tokens step by step: `model.engine.generate_stream`."""
+    def generate_stream(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        *,
+        generator: torch.Generator | None = None,
+        use_cache: bool = True,
+        compile: bool | None = None,
+    ) -> Iterator[torch.Tensor]:
+        """Yield the max_new_tokens new tokens as (B, 1) ids, one step at a time.
+        Arguments, errors: `model.engine.generate_stream`."""
         from model.engine import generate_stream
 
-        return generate_stream(self, idx, max_new_tokens, *args, **kwargs)
+        options = dict(generator=generator, use_cache=use_cache, compile=compile)
+        return generate_stream(self, idx, max_new_tokens, temperature, top_k, top_p, **options)

@@ -270,3 +270,19 @@ def test_generation_past_block_size_rolls_or_refills(position, monkeypatch):
     assert out.shape == (1, 33)
     refills = {1} if position == "rope" else {1, sliding_window_keep(8)}
     assert widths[0] == 3 and set(widths[1:]) == refills, widths
+
+
+@pytest.mark.parametrize("name", ["generate", "generate_stream"])
+def test_model_methods_show_the_engine_arguments(name):
+    """help(model.generate) lists the engine's own arguments and defaults, so a reader
+    sees them without opening model/engine.py."""
+    import inspect
+
+    from model import engine
+    from model.gpt import GPT
+
+    method = list(inspect.signature(getattr(GPT, name)).parameters.values())[1:]
+    function = list(inspect.signature(getattr(engine, name)).parameters.values())[1:]
+    assert [(p.name, p.kind, p.default) for p in method] == [
+        (p.name, p.kind, p.default) for p in function
+    ]
