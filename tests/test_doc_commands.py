@@ -31,6 +31,7 @@ PLACEHOLDER = re.compile(r"\.\.\.|\[|\bFILE\b|\bDIR\b|<[a-z_ ]+>")
 # A line that first changes into another folder (`(cd ../old && python ...)`) runs that
 # checkout's scripts, e.g. an older commit's for a comparison: not this one's to parse.
 OTHER_CHECKOUT = re.compile(r"\s*\(?cd\s")
+BARE_CD = re.compile(r"\s*cd\s+[^&;|()]+$")
 
 
 class Parsed(Exception):
@@ -55,7 +56,10 @@ def commands_in(text: str) -> list[str]:
     """The shell commands of a Markdown text's code blocks and inline code spans."""
     found = []
     for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.S | re.M):
-        found += re.sub(r"\\\n\s*", " ", block).splitlines()
+        lines = re.sub(r"\\\n\s*", " ", block).splitlines()
+        # After a line of its own `cd other` the block runs that other project's scripts.
+        moved = [i for i, line in enumerate(lines) if BARE_CD.match(line)]
+        found += lines[: moved[0]] if moved else lines
     text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
     found += [" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", text)]
     commands = []
@@ -143,6 +147,12 @@ COMMANDS = documented_commands()
 
 def test_commands_run_in_another_checkout_are_left_out():
     text = "```bash\n(cd ../old && python sample.py --gone)\npython sample.py --seed 1\n```\n"
+    assert commands_in(text) == ["python sample.py --seed 1"]
+
+
+def test_a_block_that_changes_into_another_project_stops_there():
+    text = "```bash\npython sample.py --seed 1\ncd nanoGPT\n"
+    text += "python train.py config/train_shakespeare_char.py --device=cpu\n```\n"
     assert commands_in(text) == ["python sample.py --seed 1"]
 
 
