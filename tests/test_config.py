@@ -1,3 +1,4 @@
+import importlib.util
 import re
 from pathlib import Path
 
@@ -16,6 +17,17 @@ from training.config import (
     in_bounds,
     load_config,
 )
+
+
+def _load_make_config_table():
+    path = ROOT / "docs" / "make_config_table.py"
+    spec = importlib.util.spec_from_file_location("make_config_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+with_generated_table = _load_make_config_table().with_generated_table
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 
@@ -155,15 +167,23 @@ def test_readme_configuration_table_is_the_generated_one():
     """Each key is documented once, beside its field; README.md shows the table made
     from those (python train.py --help-config), so no key is missing or stale."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    begin = readme.index("<!-- config-reference")
-    begin = readme.index("\n", begin) + 1
-    end = readme.index("<!-- end config-reference -->")
-    assert readme[begin:end].strip() == config_reference(), (
-        "README.md's configuration table is not the generated one: replace the lines "
-        "between its config-reference markers with `python train.py --help-config`"
+    assert with_generated_table(readme) == readme, (
+        "README.md's configuration table is not the generated one: "
+        "run `python docs/make_config_table.py`"
     )
     documented = {row.split("`")[1] for row in config_reference().splitlines()[2:]}
     assert documented == set(all_keys())
+
+
+def test_make_config_table_replaces_only_the_lines_between_the_markers():
+    end = "<!-- end config-reference -->"
+    stale = f"intro\n<!-- config-reference: x -->\n| old | row |\n{end}\nrest\n"
+    fresh = with_generated_table(stale)
+    assert fresh.startswith("intro\n<!-- config-reference: x -->\n| key |")
+    assert "| old | row |" not in fresh
+    assert fresh.endswith(f"{config_reference()}\n{end}\nrest\n")
+    with pytest.raises(ValueError, match="markers"):
+        with_generated_table("no table here")
 
 
 def test_korean_guide_key_table_agrees_with_the_generated_one():
