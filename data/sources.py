@@ -62,7 +62,7 @@ class CorpusSources:
         return sum(f.size for f in self.files)
 
     def describe(self) -> str:
-        """For the log: 'corpora/linux (59,932 files matching *.c,*.h, 1,336.5 MB)',
+        """For the log: 'corpora/linux (59,952 files matching *.c,*.h, 1,336.5 MB)',
         or 'input.txt (1.1 MB)' for a single file; under 0.1 MB, in KB ('notes.txt
         (2.0 KB)'), so that a small corpus does not read as empty."""
         n = self.total_bytes
