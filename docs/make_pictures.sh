@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=runs/docs_pictures
-korean=${KOREAN_CORPUS:-../shared/data/korean/input.txt}
+korean=${KOREAN_CORPUS:-corpora/korean/input.txt}  # see docs/benchmarks.md#look-inside
 
 python train.py --config configs/shakespeare_char_cpu.yaml train.max_iters=600 \
     train.lr_decay_iters=600 train.eval_interval=300 out_dir=$out/look_inside \
