@@ -34,6 +34,7 @@ def with_generated_table(readme: str) -> str:
 
 
 def main() -> None:
+    """Rewrite README.md's table in place if it differs, and say which happened."""
     path = ROOT / "README.md"
     old = path.read_text(encoding="utf-8")
     new = with_generated_table(old)
