@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 from data.errors import CorpusError
 from data.normalization import normalize_text, safe_cut
-from data.sources import CorpusSources, SourceFile, unreadable
+from data.sources import CorpusSources, SourceFile, shown, unreadable
 
 # Per read and per piece: bounds memory and amortises numpy calls; a piece this size
 # stays in the CPU caches (docs/experiments.md compares piece sizes).
@@ -160,7 +160,7 @@ def _not_utf8(source: SourceFile, error: UnicodeDecodeError, offset: int) -> Cor
     """The error for invalid UTF-8 at byte ``offset + error.start`` of a file."""
     bad = error.object[error.start]
     return CorpusError(
-        f"{source.path} is not valid UTF-8: byte 0x{bad:02x} at byte offset "
+        f"{shown(source.path)} is not valid UTF-8: byte 0x{bad:02x} at byte offset "
         f"{offset + error.start}. Convert the file to UTF-8, set "
         "data.decode_errors=replace to replace bad bytes with U+FFFD, or leave the file "
         "out with data.include"

@@ -30,8 +30,8 @@ class DataConfig:
     path: str = setting(
         DEFAULT_CORPUS_PATH,
         "what to train on: a UTF-8 text file, a folder (every file in it and its "
-        "sub-folders, hidden ones skipped) or a glob such as `'books/*.txt'`; the default "
-        "fetches Tiny Shakespeare",
+        "sub-folders, hidden ones skipped, each file once) or a glob such as "
+        "`'books/*.txt'`; the default fetches Tiny Shakespeare",
     )
     include: str = setting(
         "*",

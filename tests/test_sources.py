@@ -127,3 +127,121 @@ def test_an_unreadable_file_is_named(tree, tmp_path, monkeypatch):
     monkeypatch.setattr("data.sources.open", refuse, raising=False)
     with pytest.raises(CorpusError, match=r"cannot read .*two.txt \(Permission denied\)"):
         prepare_corpus(tree, 0.1, tmp_path / "cache")
+
+
+@pytest.fixture
+def nested(tmp_path):
+    """corpus/a.txt and corpus/sub/b.txt, 40,000 bytes each (issue 33, point 1)."""
+    root = tmp_path / "corpus"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("a" * 40_000, encoding="utf-8")
+    (root / "sub" / "b.txt").write_text("b" * 40_000, encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("form", ["", "/*", "/**", "/**/*", "/**/*.txt", "/**/**"])
+def test_every_form_of_a_path_reads_each_file_once(nested, form):
+    """A recursive glob used to read a.txt twice and sub/b.txt three times: the glob
+    matched the folders too, and each folder was then read whole again."""
+    sources = find_sources(f"{nested}{form}")
+    assert [f.name for f in sources.files] == ["a.txt", "sub/b.txt"]
+    assert sources.total_bytes == 80_000
+    assert "(2 files" in sources.describe()
+
+
+def test_a_relative_glob_is_taken_from_the_current_folder(nested, monkeypatch):
+    """The README's data.path='books/*.txt': relative matches, named relative to their
+    folder (this crashed: a relative path against an absolute folder)."""
+    monkeypatch.chdir(nested.parent)
+    assert [f.name for f in find_sources("corpus/**").files] == ["a.txt", "sub/b.txt"]
+    assert [f.name for f in find_sources("corpus/*/*.txt").files] == ["b.txt"]
+
+
+def test_symbolic_links_reach_each_file_once_and_loops_end(nested, tmp_path):
+    """A link to a file already read is not read again; a linked folder is read (in a
+    folder as in a glob); a link back to a parent folder neither loops nor reads its
+    files twice."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "o.txt").write_text("o" * 10, encoding="utf-8")
+    (nested / "again.txt").symlink_to(nested / "a.txt")
+    (nested / "ext").symlink_to(outside)
+    (nested / "sub" / "loop").symlink_to(nested)
+    (nested / "sub" / "self").symlink_to(nested / "sub")
+    for form in ("", "/*", "/**", "/**/*", "/**/*.txt"):
+        names = [f.name for f in find_sources(f"{nested}{form}").files]
+        assert sorted(names) == names and len(names) == 3, (form, names)
+        assert names[0] in ("a.txt", "again.txt") and names[1:] == ["ext/o.txt", "sub/b.txt"]
+        assert find_sources(f"{nested}{form}").total_bytes == 80_010
+    assert find_sources(f"{nested}/**/*.txt").files[0].name == "a.txt"
+
+
+def test_hidden_names_are_read_only_when_named(nested):
+    """Wildcards skip names starting with a dot, as the shell's do; a pattern that
+    starts with a dot, or a path that names the file, reads it."""
+    (nested / ".secret.txt").write_text("s", encoding="utf-8")
+    (nested / ".git").mkdir()
+    (nested / ".git" / "HEAD").write_text("ref", encoding="utf-8")
+    for form in ("", "/*", "/**", "/**/*"):
+        assert [f.name for f in find_sources(f"{nested}{form}").files] == ["a.txt", "sub/b.txt"]
+    assert [f.name for f in find_sources(f"{nested}/.s*").files] == [".secret.txt"]
+    assert [f.name for f in find_sources(nested / ".secret.txt").files] == [".secret.txt"]
+    # A folder named in the path is read, though its name starts with a dot.
+    assert [f.name for f in find_sources(nested / ".git").files] == ["HEAD"]
+
+
+def test_overlapping_include_patterns_read_a_file_once(tree):
+    names = [f.name for f in find_sources(tree, "*.txt, a/*, *one*").files]
+    assert names == ["a/deep/three.c", "a/one.txt", "b/two.txt"]
+
+
+def test_a_broken_link_or_an_unlistable_folder_is_named_not_skipped(nested, monkeypatch):
+    """A file the corpus should hold but cannot be reached stops preparation with its
+    name, rather than a corpus silently smaller than the user thinks."""
+    (nested / "gone.txt").symlink_to(nested / "deleted.txt")
+    with pytest.raises(CorpusError, match=r"gone.txt is a link to .*deleted.txt, which does not"):
+        find_sources(nested)
+    assert [f.name for f in find_sources(nested, "a*,sub/*").files] == ["a.txt", "sub/b.txt"]
+    (nested / "gone.txt").unlink()
+
+    import os
+
+    real_scandir = os.scandir
+
+    def refuse(path="."):
+        if str(path).endswith("sub"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr("data.sources.os.scandir", refuse)
+    for form in ("", "/**"):
+        with pytest.raises(CorpusError, match=r"cannot list .*sub \(Permission denied\)"):
+            find_sources(f"{nested}{form}")
+
+
+def test_a_file_name_that_is_not_utf8_is_read_and_shown_with_escapes(nested, tmp_path):
+    """caf\\xe9.txt in Latin-1 bytes crashed the fingerprint with a traceback that did
+    not name it (issue 33, point 2): it is read like any other file, and every message
+    and record shows its name with escapes, text any console and UTF-8 file can carry."""
+    import os
+
+    latin1 = os.path.join(os.fsencode(nested), b"caf\xe9.txt")
+    with open(latin1, "wb") as f:
+        f.write(b"coffee\n")
+    corpus = prepare_corpus(nested, 0.5, tmp_path / "cache")
+    assert [name for name, _, _ in corpus.files] == ["a.txt", "caf\\xe9.txt", "sub/b.txt"]
+    assert "coffee" in texts(corpus)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("a" * 40_000, encoding="utf-8")
+    with open(os.path.join(os.fsencode(other), b"caf\xe8.txt"), "wb") as f:
+        f.write(b"coffee\n")
+    assert prepare_corpus(other, 0.5, tmp_path / "cache").fingerprint != corpus.fingerprint
+
+    with open(latin1, "wb") as f:
+        f.write(b"un caf\xe9, s'il vous pla\xeet\n")  # Latin-1 content: the error names it
+    with pytest.raises(CorpusError) as e:
+        prepare_corpus(nested, 0.5, tmp_path / "cache")
+    assert "caf\\xe9.txt is not valid UTF-8" in str(e.value)
+    str(e.value).encode("utf-8")  # printable: no lone surrogate left in the message
+
