@@ -9,6 +9,13 @@ The text comes out in pieces of about ``chunk_bytes`` characters, cut only where
 `data.normalization.safe_cut` allows (never inside a character, a CRLF pair or a
 cluster that normalisation would join), so the pieces' concatenation is exactly the
 text one piece would give, whatever the chunk size: a small file is simply one piece.
+
+A file that looks binary is refused, whatever ``data.decode_errors`` says: one with a
+NUL byte (no UTF-8 text has one; images, archives and UTF-16 text do), or one whose
+bytes are more than BINARY_INVALID_SHARE (10%) invalid UTF-8. A Latin-1 file of
+accented prose has a few percent of invalid bytes, a PNG around 40%, random bytes
+half, so the line keeps text in a wrong encoding trainable with ``replace`` while an
+image is not trained on as U+FFFD soup.
 """
 
 import codecs
@@ -24,6 +31,7 @@ from data.sources import CorpusSources, SourceFile, shown, unreadable
 DEFAULT_CHUNK_BYTES = 1 << 20
 BOM = "\ufeff"
 COUNTING_REPLACE = "mini-gpt-counting-replace"
+BINARY_INVALID_SHARE = 0.1  # more invalid UTF-8 than this, as a share of a file's bytes: binary
 
 _replaced = threading.local()  # bytes replaced so far by this thread's decoder
 
@@ -120,6 +128,7 @@ class CorpusText:
         """
         decoder = codecs.getincrementaldecoder("utf-8")(self.errors)
         fed = 0  # bytes given to the decoder so far
+        replaced_before = getattr(_replaced, "count", 0)
         first = True
         held_cr = ""  # a CR at a piece's end may be the first half of a CRLF
         try:
@@ -127,12 +136,20 @@ class CorpusText:
                 while True:
                     raw = f.read(self.chunk_bytes)
                     final = not raw
+                    if b"\0" in raw:
+                        where = f"a NUL byte at byte offset {fed + raw.index(0)}"
+                        raise _looks_binary(source, where, self.sources)
                     buffered = len(decoder.getstate()[0])
                     try:
                         text = decoder.decode(raw, final=final)
                     except UnicodeDecodeError as e:
-                        raise _not_utf8(source, e, fed - buffered) from None
+                        raise _not_utf8(source, e, fed - buffered, self.sources) from None
                     fed += len(raw)
+                    if final:
+                        replaced = getattr(_replaced, "count", 0) - replaced_before
+                        if replaced > BINARY_INVALID_SHARE * fed:
+                            where = _invalid_share(replaced, fed)
+                            raise _looks_binary(source, where, self.sources)
                     if self.on_bytes is not None and raw:
                         self.on_bytes(len(raw))
                     if first and text:
@@ -156,12 +173,60 @@ def _prepend(first: str, pieces: Iterator[str]) -> Iterator[str]:
     yield from pieces
 
 
-def _not_utf8(source: SourceFile, error: UnicodeDecodeError, offset: int) -> CorpusError:
-    """The error for invalid UTF-8 at byte ``offset + error.start`` of a file."""
+def _not_utf8(
+    source: SourceFile, error: UnicodeDecodeError, offset: int, sources: CorpusSources
+) -> CorpusError:
+    """The error for invalid UTF-8 at byte ``offset + error.start`` of a file (read
+    strictly): the way out depends on how much of the file is invalid, counted here.
+    A file that looks binary gets `_looks_binary`'s advice, never ``replace``."""
     bad = error.object[error.start]
+    invalid, size = _count_invalid_bytes(source)
+    if invalid > BINARY_INVALID_SHARE * size:
+        return _looks_binary(source, _invalid_share(invalid, size), sources)
     return CorpusError(
         f"{shown(source.path)} is not valid UTF-8: byte 0x{bad:02x} at byte offset "
-        f"{offset + error.start}. Convert the file to UTF-8, set "
-        "data.decode_errors=replace to replace bad bytes with U+FFFD, or leave the file "
-        "out with data.include"
+        f"{offset + error.start}. {_invalid_share(invalid, size).capitalize()}. Convert the "
+        "file to UTF-8, set data.decode_errors=replace to replace bad bytes with U+FFFD, "
+        "or leave the file out with data.include"
+    )
+
+
+def _invalid_share(invalid: int, size: int) -> str:
+    """'2 of its 1,024 bytes (0.2%) are not valid UTF-8'."""
+    return f"{invalid:,} of its {size:,} bytes ({invalid / max(size, 1):.1%}) are not valid UTF-8"
+
+
+def _count_invalid_bytes(source: SourceFile) -> tuple[int, int]:
+    """(invalid UTF-8 bytes, all bytes) of a file, read again in blocks; (0, 0) if it
+    cannot be read (the caller is reporting another problem already)."""
+    before = getattr(_replaced, "count", 0)
+    decoder = codecs.getincrementaldecoder("utf-8")(COUNTING_REPLACE)
+    size = 0
+    try:
+        with open(source.path, "rb") as f:
+            while block := f.read(DEFAULT_CHUNK_BYTES):
+                decoder.decode(block)
+                size += len(block)
+        decoder.decode(b"", final=True)
+    except OSError:
+        return 0, 0
+    invalid = _replaced.count - before
+    _replaced.count = before  # this count is not the pass's
+    return invalid, size
+
+
+def _looks_binary(source: SourceFile, evidence: str, sources: CorpusSources) -> CorpusError:
+    """The error for a file that is not text (see the module docstring), with the ways
+    out: leave it out of the corpus, or convert text in another encoding."""
+    leave_out = (
+        "point data.path at the text you meant"
+        if not sources.include  # a single file: data.include does not apply
+        else "leave it out with data.include (e.g. data.include='*.txt' for the text files only)"
+    )
+    return CorpusError(
+        f"{shown(source.path)} looks like a binary file (an image, an archive, a "
+        f"program), not text: {evidence}. Training on it would teach bytes, not "
+        f"language, so it is refused whatever data.decode_errors says: {leave_out}. If "
+        "it is text in another encoding, convert it to UTF-8 first (UTF-16 text has NUL "
+        "bytes: iconv -f UTF-16 -t UTF-8 in.txt > out.txt)"
     )

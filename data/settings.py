@@ -59,7 +59,9 @@ class DataConfig:
         "data/cache", "where prepared token arrays are cached", hyperparameter=False
     )
     decode_errors: DecodeErrors = setting(
-        "strict", "`strict` stops at invalid UTF-8; `replace` swaps bad bytes for U+FFFD"
+        "strict",
+        "`strict` stops at invalid UTF-8; `replace` swaps bad bytes for U+FFFD. Either way "
+        "a file that looks binary (a NUL byte, or over 10% of its bytes invalid) is refused",
     )
     normalization: Normalization = setting(
         "nfc",

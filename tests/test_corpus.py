@@ -57,7 +57,7 @@ def test_bad_corpora_fail_clearly(tmp_path):
     with pytest.raises(CorpusError, match="empty"):
         prepare_corpus(empty, 0.1, tmp_path / "cache")
     bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"abc\xff\n")
+    bad.write_bytes(b"abc\xffdefghijkl\n")  # 1 invalid byte in 14: text, not binary
     with pytest.raises(CorpusError, match="byte offset 3.*decode_errors=replace"):
         prepare_corpus(bad, 0.1, tmp_path / "cache")
     assert "\ufffd" in prepare_corpus(bad, 0.2, tmp_path / "c2", "replace").tokenizer.chars
@@ -185,13 +185,15 @@ def test_split_of_exactly_block_size_plus_one_is_valid(tmp_path):
 )
 @given(text=st.text(max_size=300), val_fraction=st.sampled_from([0.1, 0.5]))
 def test_any_unicode_corpus_round_trips_or_fails_cleanly(tmp_path, text, val_fraction):
+    """Any text round-trips, except an empty one and one with a NUL character (no text
+    file holds one: it is refused as binary)."""
     path = tmp_path / "random.txt"
     path.write_bytes(text.encode("utf-8"))
     expected = unicodedata.normalize("NFC", normalize_newlines(text.removeprefix("\ufeff")))
     try:
         corpus = prepare_corpus(path, val_fraction, tmp_path / "cache")
-    except CorpusError:
-        assert expected == ""
+    except CorpusError as e:
+        assert expected == "" or ("\0" in text and "looks like a binary file" in str(e))
         return
     tok = corpus.tokenizer
     rebuilt = tok.decode(corpus.train_ids) + tok.decode(corpus.val_ids)

@@ -24,12 +24,13 @@ ONE_PIECE = 1 << 30
 # of every length, and compatibility characters that the K forms turn into something
 # that composes (a half-width voiced sound mark after katakana, compatibility and
 # half-width Hangul vowels). Texts are made of these pieces, so that such neighbours
-# are common, or of any characters at all.
+# are common, or of any characters at all but NUL (a file holding one is refused as binary).
 TRICKY = [
     "e", "\r\n", "\r", "\n", "e\u0301\u0327", "\u00e9", "\u1100\u1161\u11a8", "\uac00\u11a8",
     "\u0915\u093f", "\ufeff", "\U0001f600", "\u30ab\uff9e", "\u1100\u314f", "\u1100\uffc2",
 ]  # fmt: skip
-texts = st.lists(st.sampled_from(TRICKY), max_size=20).map("".join) | st.text(max_size=30)
+any_text = st.text(st.characters(blacklist_characters="\0"), max_size=30)
+texts = st.lists(st.sampled_from(TRICKY), max_size=20).map("".join) | any_text
 
 
 def write_files(folder: Path, file_texts: list[str], bom: bool) -> None:
@@ -67,20 +68,34 @@ def test_streamed_text_equals_one_piece_on_random_unicode(
     assert "".join(streamed) == "".join(whole) == expected
 
 
-@settings(max_examples=60, deadline=None)
-@given(raw=st.binary(max_size=80), chunk_bytes=st.integers(1, 7))
+# Bytes that are mostly text: a few invalid bytes in ASCII, or anything at all.
+mostly_text = st.lists(
+    st.sampled_from([b"a", b"b c", b"\n", b"\xc3\xa9", b"\xff", b"\xe9", b"\0"]), max_size=40
+).map(b"".join)
+
+
+@settings(max_examples=80, deadline=None)
+@given(raw=st.binary(max_size=80) | mostly_text, chunk_bytes=st.integers(1, 7))
 def test_replaced_bytes_are_the_same_in_any_chunking(raw, chunk_bytes):
+    """Whatever the read size, the same bytes are replaced and counted, and the same
+    files are refused as binary: those with a NUL byte or over 10% invalid bytes."""
+    # surrogateescape turns each invalid byte into one lone surrogate: a count of its own.
+    escaped = raw.decode("utf-8", "surrogateescape")
+    invalid_bytes = sum(0xDC80 <= ord(c) <= 0xDCFF for c in escaped)
+    binary = b"\0" in raw or invalid_bytes > 0.1 * len(raw)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "bytes.bin").write_bytes(raw)
         sources = find_sources(folder)
         streamed = CorpusText(sources, "\n", "replace", "none", chunk_bytes)
         whole = CorpusText(sources, "\n", "replace", "none", ONE_PIECE)
+        if binary:
+            for text in (streamed, whole):
+                with pytest.raises(CorpusError, match="bytes.bin looks like a binary file"):
+                    "".join(text)
+            return
         streamed_text, whole_text = "".join(streamed), "".join(whole)
     reference = normalize_newlines(raw.decode("utf-8", "replace").removeprefix("\ufeff"))
     assert streamed_text == whole_text == reference
-    # surrogateescape turns each invalid byte into one lone surrogate: a count of its own.
-    escaped = raw.decode("utf-8", "surrogateescape")
-    invalid_bytes = sum(0xDC80 <= ord(c) <= 0xDCFF for c in escaped)
     assert streamed.replaced_bytes == whole.replaced_bytes == invalid_bytes
 
 

@@ -1,6 +1,8 @@
 """Corpora of many files: folder and glob inputs, the include filter, the separator,
 the cache key over every file, and the errors that name a file."""
 
+from pathlib import Path
+
 import pytest
 
 from data import CorpusError, prepare_corpus
@@ -245,3 +247,38 @@ def test_a_file_name_that_is_not_utf8_is_read_and_shown_with_escapes(nested, tmp
     assert "caf\\xe9.txt is not valid UTF-8" in str(e.value)
     str(e.value).encode("utf-8")  # printable: no lone surrogate left in the message
 
+
+PICTURE = Path(__file__).resolve().parent.parent / "docs" / "attention_layer0.png"
+
+
+def test_a_binary_file_is_refused_and_the_advice_does_not_lead_to_training_on_it(tree, tmp_path):
+    """A PNG as the corpus was "not valid UTF-8 ... set data.decode_errors=replace",
+    and following that trained on the image (issue 33, point 22). A file with a NUL
+    byte, or with more than 10% of its bytes invalid, is refused under either setting,
+    naming it and the way out."""
+    image = tmp_path / "picture.png"
+    image.write_bytes(PICTURE.read_bytes())
+    for errors in ("strict", "replace"):
+        with pytest.raises(CorpusError) as e:
+            prepare_corpus(image, 0.1, tmp_path / "cache", decode_errors=errors)
+        message = str(e.value)
+        assert f"{image} looks like a binary file" in message and "NUL byte" in message
+        assert "decode_errors=replace" not in message and "point data.path at" in message
+    # In a folder, the way out is data.include.
+    (tree / "b" / "photo.png").write_bytes(PICTURE.read_bytes())
+    for errors in ("strict", "replace"):
+        with pytest.raises(CorpusError, match=r"photo.png looks like .*data.include='\*.txt'"):
+            prepare_corpus(tree, 0.1, tmp_path / "cache", decode_errors=errors)
+    assert len(prepare_corpus(tree, 0.5, tmp_path / "cache", include="*.txt").files) == 2
+    # Without NUL bytes: 20% invalid is binary, 5% is text in a wrong encoding.
+    (tree / "b" / "photo.png").unlink()
+    noisy = tree / "noisy.txt"
+    noisy.write_bytes((b"\xff" + b"x" * 4) * 100)
+    for errors in ("strict", "replace"):
+        with pytest.raises(CorpusError, match=r"100 of its 500 bytes \(20.0%\) are not valid"):
+            prepare_corpus(tree, 0.1, tmp_path / "cache", decode_errors=errors)
+    noisy.write_bytes((b"\xe9" + b"x" * 19) * 100)
+    with pytest.raises(CorpusError, match=r"100 of its 2,000 bytes \(5.0%\).*=replace"):
+        prepare_corpus(tree, 0.1, tmp_path / "cache")
+    corpus = prepare_corpus(tree, 0.1, tmp_path / "cache", decode_errors="replace")
+    assert "100 invalid UTF-8 bytes replaced by U+FFFD" in corpus.origin
