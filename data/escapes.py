@@ -8,6 +8,10 @@ same for every flag and key that takes text.
 In all of them ``\n`` is a newline, ``\t`` a tab, ``\\`` one backslash, and
 ``\xHH``, ``\uHHHH``, ``\UHHHHHHHH`` the character with that code, as in Python
 string literals; any other backslash is kept as typed (``C:\q`` stays ``C:\q``).
+A UTF-16 surrogate pair, as JSON writes a character beyond U+FFFF
+(``\ud83d\ude00``), is that character (😀); half a pair alone (a lone surrogate,
+U+D800-U+DFFF) is no character and is refused, as is a byte that is not UTF-8 in a
+command-line argument (Python keeps it as one).
 A file (--prompt-file, the corpus) is taken as it is, escapes and all.
 
     unescape(r"하늘\n") == "하늘" + chr(10)
@@ -59,9 +63,13 @@ def unescape(text: str) -> str:
     characters they stand for; any other character, non-ASCII included, is kept as is,
     and so is an unknown escape such as \\q.
 
+    A surrogate pair (``\\ud83d\\ude00``, escaped or not) becomes the one character it
+    encodes (UTF-16, RFC 2781).
+
     Raises:
-        ValueError: for \\x, \\u or \\U without its 2, 4 or 8 hexadecimal digits, and
-            for a \\U escape beyond U+10FFFF.
+        ValueError: for \\x, \\u or \\U without its 2, 4 or 8 hexadecimal digits,
+            for a \\U escape beyond U+10FFFF, and for a lone surrogate (half a pair,
+            or a byte that was not UTF-8), named with its position.
     """
 
     def replace(match: re.Match) -> str:
@@ -81,4 +89,39 @@ def unescape(text: str) -> str:
                 f"the escape {end!r} needs hexadecimal digits (\\xHH, \\uHHHH, \\UHHHHHHHH); "
                 "write \\\\ for a backslash"
             )
-    return _ESCAPE.sub(replace, text)
+    return join_surrogate_pairs(_ESCAPE.sub(replace, text))
+
+
+def join_surrogate_pairs(text: str) -> str:
+    """``text`` with each UTF-16 surrogate pair (a high surrogate U+D800-U+DBFF, then a
+    low one U+DC00-U+DFFF) replaced by the character it encodes.
+
+    Raises:
+        ValueError: for a lone surrogate, naming it and its position.
+    """
+    if not _SURROGATE.search(text):
+        return text
+    joined = _SURROGATE_PAIR.sub(_pair_to_character, text)
+    lone = _SURROGATE.search(joined)
+    if lone:
+        code = ord(lone.group())
+        cause = (
+            f"a byte 0x{code - 0xDC00:02x} that is not UTF-8, or "
+            if 0xDC80 <= code <= 0xDCFF
+            else ""
+        )
+        raise ValueError(
+            f"lone surrogate \\u{code:04x} at position {lone.start()}: {cause}half of a UTF-16 "
+            "surrogate pair, which is no character on its own. Write the whole pair "
+            "(\\ud83d\\ude00), the character itself, or its \\U escape (\\U0001f600)"
+        )
+    return joined
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _pair_to_character(match: re.Match) -> str:
+    high, low = (ord(c) for c in match.group())
+    return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))

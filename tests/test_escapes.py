@@ -79,3 +79,50 @@ def test_the_tensorboard_prompts_read_escapes_as_the_flags_do():
     assert usable_prompt(r"ROMEO:\n", tokenizer, val_ids, "train.sample_prompt") == "ROMEO:\n"
     with pytest.raises(ConfigError, match=r"train.sample_prompt 'a\\\\x'"):
         load_config(None, [r"train.sample_prompt=a\x"])
+
+
+EMOJI = "\U0001f600"
+
+
+@pytest.mark.parametrize(
+    "typed", [r"\ud83d\ude00", r"\uD83D\uDE00", "\ud83d\ude00", r"\U0001f600", EMOJI]
+)
+def test_a_surrogate_pair_reads_as_the_character_it_encodes(typed):
+    """JSON writes 😀 as \\ud83d\\ude00 (a UTF-16 surrogate pair); read as two lone
+    surrogates, --prompt and --stop refused it as unknown characters (issue 33,
+    point 10). A pair given as characters (PyYAML reads "\\ud83d\\ude00" so) joins too."""
+    assert unescape(typed) == EMOJI
+    args = sample.build_parser().parse_args(["--prompt", typed, "--stop", typed])
+    _, stops = sample.check_arguments(args)
+    assert args.prompt == stops[0] == EMOJI
+
+
+@pytest.mark.parametrize(
+    ("typed", "named"),
+    [
+        (r"\ud800", r"\ud800"),
+        (r"a\ude00b", r"\ude00"),
+        (r"\ude00\ud83d", r"\ude00"),  # the wrong order is no pair
+        (r"\U0000dfff", r"\udfff"),
+        ("caf\udce9", r"\udce9"),  # a byte that is not UTF-8, as Python keeps it in argv
+    ],
+)
+def test_a_lone_surrogate_is_refused_when_the_text_is_read(typed, named, capsys):
+    """Half a pair is no character: refused before any model is loaded, naming it."""
+    expected = f"lone surrogate {named}"
+    with pytest.raises(ValueError) as e:
+        unescape(typed)
+    assert expected in str(e.value)
+    assert sample.main(["--out-dir", "nowhere", "--prompt", typed]) == 2
+    message = capsys.readouterr().err
+    assert message.startswith("error: --prompt ") and expected in message
+    message.encode("utf-8")  # the message itself holds no lone surrogate
+
+
+def test_a_lone_surrogate_in_a_text_key_is_refused_with_the_configuration():
+    """data.separator='\\ud800' passed the checks and ended in a traceback during
+    preparation; every text key is now refused when the configuration is checked."""
+    for key in ("data.separator", "train.sample_prompt", "train.attention_prompt"):
+        with pytest.raises(ConfigError, match=rf"{key} .*lone surrogate \\ud800"):
+            load_config(None, [rf"{key}=a\ud800"])
+    assert load_config(None, [r"data.separator=\ud83d\ude00"]).data.separator == r"\ud83d\ude00"

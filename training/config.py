@@ -318,6 +318,7 @@ def relations(cfg: RunConfig) -> list[str]:
     if t.warmup_iters >= 0 and t.lr_decay_iters is not None and t.lr_decay_iters > 0:
         problems += filter(None, [warmup_outlasting_schedule(t)])
     for key, text in (
+        ("data.separator", d.separator),  # bad escapes, lone surrogates: before preparing
         ("train.sample_prompt", t.sample_prompt),
         ("train.attention_prompt", t.attention_prompt),
     ):
