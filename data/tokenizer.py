@@ -3,9 +3,28 @@
 import numpy as np
 
 from data.errors import CorpusError
-from data.normalization import known_after_normalization, normalize_text
+from data.normalization import continues_cluster, known_after_normalization, normalize_text
 
 UINT16_MAX_SYMBOLS = 65_535
+KNOWN_CHARACTERS_SHOWN = 80  # an error lists this many of the vocabulary's characters
+
+
+def list_characters(chars: list[str], limit: int) -> str:
+    """Up to ``limit`` characters for a message, one space between each, so that no two
+    display as one: a character that would join its neighbour or not show as itself
+    (conjoining Hangul jamo, combining marks, spaces, control and format characters)
+    is written as its code point ("U+1112 U+1161", not a 하 that the list does not
+    hold). 'a b U+000A U+0301 ... and 20 more'."""
+    shown = " ".join(_character_shown(c) for c in chars[:limit])
+    return shown + (f" ... and {len(chars) - limit} more" if len(chars) > limit else "")
+
+
+def _character_shown(char: str) -> str:
+    code = ord(char)
+    leading_jamo = 0x1100 <= code <= 0x115F or 0xA960 <= code <= 0xA97F  # join a vowel
+    if char.isspace() or not char.isprintable() or leading_jamo or continues_cluster(char):
+        return f"U+{code:04X}"
+    return char
 
 
 class CharTokenizer:
@@ -127,10 +146,10 @@ class CharTokenizer:
         for pos in positions.tolist():
             first_seen.setdefault(text[pos], pos)
         listed = ", ".join(f"{c!r} (U+{ord(c):04X}) at position {p}" for c, p in first_seen.items())
-        shown = "".join(self.chars[:80]) + (" ..." if self.vocab_size > 80 else "")
         message = (
             f"{len(first_seen)} character(s) not in the model's vocabulary: {listed}. "
-            f"Use only characters the model was trained on ({self.vocab_size} known): {shown!r}"
+            f"Use only characters the model was trained on ({self.vocab_size} known: "
+            f"{list_characters(self.chars, KNOWN_CHARACTERS_SHOWN)})"
         )
         forms = known_after_normalization(text, set(self.chars))
         if forms:

@@ -54,3 +54,32 @@ def test_decode_rejects_out_of_range_ids():
     tok = CharTokenizer.from_text("ab")
     with pytest.raises(ValueError, match="out of range"):
         tok.decode([0, 2])
+
+
+def known_list(message: str) -> str:
+    """The list in '... (N known: LIST)', maybe followed by '. The text ...'."""
+    return message.split(" known: ", 1)[1].split("). ", 1)[0].removesuffix(")")
+
+
+def test_the_known_characters_are_listed_apart_and_each_shows_as_itself():
+    """The list of known characters ran them together: for an NFD model, ᄒ then ᅡ
+    displayed as 하 in the very message that said 하 was unknown (issue 33, point
+    11). Characters are separated by spaces; those that would join a neighbour or
+    not show at all (conjoining jamo, combining marks, spaces, controls) are code points."""
+    import unicodedata
+
+    tok = CharTokenizer.from_text(unicodedata.normalize("NFD", "하늘 e\u0301\n"), "nfd")
+    with pytest.raises(CorpusError) as err:
+        tok.encode("새")
+    listed = known_list(str(err.value))
+    assert listed == "U+000A U+0020 e U+0301 U+1102 U+1112 U+1161 U+1173 U+11AF"
+    assert not any(0x1100 <= ord(c) <= 0x11FF or unicodedata.combining(c) for c in listed)
+
+    emoji = CharTokenizer.from_text("ab😀")
+    with pytest.raises(CorpusError) as err:
+        emoji.encode("c")
+    assert known_list(str(err.value)) == "a b 😀"
+    many = CharTokenizer([chr(c) for c in range(0x4E00, 0x4E00 + 100)])
+    with pytest.raises(CorpusError) as err:
+        many.encode("a")
+    assert known_list(str(err.value)).endswith("\u4e4f ... and 20 more")
