@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,8 @@ from data.decoding import DEFAULT_CHUNK_BYTES, CorpusText
 from data.errors import CorpusError
 from data.escapes import unescape
 from data.prepare import PROGRESS_MIN_BYTES, bytes_bar, prepare_tokens
-from data.sources import find_sources, unreadable
+from data.sources import find_sources, shown, unreadable
+from data.staging import remove_stale, staging_folder
 from data.tokenizer import CharTokenizer
 
 DEFAULT_CORPUS_PATH = "data/tinyshakespeare/input.txt"
@@ -197,7 +197,8 @@ def prepare_corpus(
     how = "read from the cache"
     if meta is None:
         meta = _prepare_into(folder, text, progress)
-        how = f"prepared into {cache_dir}"
+        how = f"prepared into {shown(cache_dir)}"
+    remove_stale(Path(cache_dir))  # temporary folders of preparations that were killed
     tokenizer = CharTokenizer(meta["vocab"], meta["normalization"])
     n_train, n_val, n_test = split_sizes(meta["n_tokens"], val_fraction, test_fraction)
     tokens = folder / TOKENS_NAME
@@ -276,45 +277,43 @@ def _load_cache(folder: Path) -> dict | None:
 
 def _prepare_into(folder: Path, text: CorpusText, progress: bool) -> dict:
     """Prepare the corpus into a temporary folder beside ``folder``, then rename it
-    into place (atomic), and return its meta.json contents.
+    into place (atomic), and return its meta.json contents. The temporary folder is
+    removed however this ends (`data.staging`: errors, Ctrl-C, SIGTERM), and so are
+    those of earlier preparations that were killed.
 
     Raises:
         CorpusError: from the preparation, or if the cache folder cannot be written.
+        Terminated: on SIGTERM or SIGHUP, once the temporary folder is removed.
     """
     cache_dir = folder.parent
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".tmp-"))
+        with staging_folder(cache_dir) as tmp:
+            tokenizer, n_tokens = prepare_tokens(text, tmp / TOKENS_NAME, progress)
+            sources = text.sources
+            meta = {
+                "format": CACHE_FORMAT,
+                "source": shown(sources.given),
+                "files": len(sources.files),
+                "bytes": sources.total_bytes,
+                "vocab": tokenizer.chars,
+                "normalization": tokenizer.normalization,
+                "dtype": tokenizer.dtype.name,
+                "n_tokens": n_tokens,
+                "replaced_bytes": text.replaced_bytes,
+            }
+            (tmp / META_NAME).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+            try:
+                os.replace(tmp, folder)  # atomic while the folder does not exist yet
+            except OSError:
+                # The folder exists: another process (a second rank, a parallel run) may
+                # have just written the same arrays, or an old cache is damaged.
+                if _load_cache(folder) is None:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    os.replace(tmp, folder)
     except OSError as e:
         raise CorpusError(f"data.cache_dir: cannot write to {cache_dir}: {e.strerror}") from None
-    try:
-        tokenizer, n_tokens = prepare_tokens(text, tmp / TOKENS_NAME, progress)
-        sources = text.sources
-        meta = {
-            "format": CACHE_FORMAT,
-            "source": sources.given,
-            "files": len(sources.files),
-            "bytes": sources.total_bytes,
-            "vocab": tokenizer.chars,
-            "normalization": tokenizer.normalization,
-            "dtype": tokenizer.dtype.name,
-            "n_tokens": n_tokens,
-            "replaced_bytes": text.replaced_bytes,
-        }
-        (tmp / META_NAME).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        try:
-            os.replace(tmp, folder)  # atomic while the folder does not exist yet
-        except OSError:
-            # The folder exists: another process (a second rank, a parallel run) may
-            # have just written the same arrays, or an old cache is damaged.
-            if _load_cache(folder) is None:
-                shutil.rmtree(folder, ignore_errors=True)
-                os.replace(tmp, folder)
-        return meta
-    except OSError as e:
-        raise CorpusError(f"data.cache_dir: cannot write to {cache_dir}: {e.strerror}") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return meta
 
 
 def fetch_default_corpus(path: Path) -> str:

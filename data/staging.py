@@ -1,0 +1,161 @@
+"""Temporary folders in the corpus cache that an interrupted preparation cannot leave
+behind.
+
+A cache entry is written into ``<cache_dir>/.tmp-<random>/`` and renamed into place
+only when complete, so a reader never sees half an entry. The temporary folder goes
+away however the preparation ends:
+
+- an error or Ctrl-C (KeyboardInterrupt): removed on the way out;
+- SIGTERM or SIGHUP (``kill``, ``docker stop``, a scheduler's pre-emption, a closed
+  terminal): their default action ends the process at once, with no Python cleanup,
+  so while a folder is held they raise `Terminated` (a SystemExit with status 128 +
+  the signal number, the shell's convention) instead; the folder is removed, the code
+  above cleans up in turn, and the process exits with that status;
+- SIGKILL, a crash or a power cut: nothing can run, so the next preparation in the
+  same cache removes it (`remove_stale`). Each folder's owner holds an advisory lock
+  (``flock``) on ``.tmp-<random>.lock`` beside it from before the folder exists until
+  after it is gone; a folder whose lock can be taken has no living owner, and a folder
+  without a lock file was left by a crash before this scheme (or by an owner killed
+  while removing it). Where there are no advisory locks (Windows), stale folders are
+  left alone, as removing a live one would break another run.
+"""
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks
+    fcntl = None
+
+PREFIX = ".tmp-"
+LOCK_SUFFIX = ".lock"
+# Signals whose default action ends the process without unwinding Python's stack.
+TERMINATING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+class Terminated(SystemExit):
+    """Raised by SIGTERM or SIGHUP while a temporary folder is held, so that it and
+    whatever the code above holds are cleaned up; exits with status 128 + signum.
+
+    Attributes:
+        signum: the signal received.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def staging_folder(cache_dir: Path) -> Iterator[Path]:
+    """A new empty folder ``<cache_dir>/.tmp-<random>``, locked as its owner's, for the
+    duration of the block; removed on leaving it, however it is left (the block
+    renames it into place when it succeeds), SIGTERM and SIGHUP included.
+
+    Raises:
+        OSError: if the folder cannot be created.
+    """
+    with _signals_raise():
+        lock_path, lock_fd = _new_lock(cache_dir)
+        folder = lock_path.with_name(lock_path.name.removesuffix(LOCK_SUFFIX))
+        try:
+            folder.mkdir()
+            yield folder
+        finally:
+            # The folder first, then its lock: a folder never outlives its lock file
+            # unless this process is killed in between (remove_stale handles that).
+            shutil.rmtree(folder, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                lock_path.unlink()
+            os.close(lock_fd)
+
+
+def remove_stale(cache_dir: Path) -> list[str]:
+    """Remove the temporary folders in ``cache_dir`` whose owner is gone (see the
+    module docstring), with their lock files.
+
+    Returns:
+        The names removed.
+    """
+    if fcntl is None:
+        return []
+    try:
+        names = {e.name for e in os.scandir(cache_dir) if e.name.startswith(PREFIX)}
+    except OSError:
+        return []
+    removed = []
+    for name in sorted(n for n in names if not n.endswith(LOCK_SUFFIX)):
+        lock_path = cache_dir / (name + LOCK_SUFFIX)
+        try:
+            lock_fd = os.open(lock_path, os.O_RDWR)
+        except FileNotFoundError:
+            lock_fd = None  # no owner has a lock on it
+        except OSError:
+            continue
+        try:
+            if lock_fd is not None and not _try_lock(lock_fd):
+                continue  # its owner is alive, preparing
+            shutil.rmtree(cache_dir / name, ignore_errors=True)
+            if lock_fd is not None:
+                with contextlib.suppress(OSError):
+                    lock_path.unlink()
+            removed.append(name)
+        finally:
+            if lock_fd is not None:
+                os.close(lock_fd)
+    return removed
+
+
+def _new_lock(cache_dir: Path) -> tuple[Path, int]:
+    """Create ``<cache_dir>/.tmp-<random>.lock`` (a name no one else has) and lock it."""
+    while True:
+        path = cache_dir / f"{PREFIX}{secrets.token_hex(6)}{LOCK_SUFFIX}"
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        except FileExistsError:
+            continue
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: no one else can hold it
+        return path, fd
+
+
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive lock on ``fd`` without waiting; False if another holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _raise_terminated(signum, frame) -> None:
+    name = signal.Signals(signum).name
+    print(f"\n{name}: stopping; removing the unfinished cache entry", file=sys.stderr, flush=True)
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise `Terminated` where they would end
+    the process (their handler is the default one, in the main thread: a handler of
+    the caller's, or an ignored signal, is left as it is)."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in TERMINATING_SIGNALS:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, _raise_terminated)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
