@@ -31,9 +31,9 @@ is written to gpu_check.md, and all output to gpu_check.log, in $OUT when that v
 is set (the recipes' TensorBoard event files are copied there too), else in
 runs/gpu_check/. Runs and caches go to runs/gpu_check/ and replace the last check's.
 
-The corpus is read from data/tinyshakespeare/input.txt (or --corpus), fetched there as
-training fetches it when missing (the offline copy beside the checkout, or the
-checksum-verified download); one that cannot be had is reported before any step runs.
+The corpus is read from data/tinyshakespeare/input.txt (or --corpus), which ships with
+the code, its sha256 checked as training checks it (downloaded if the copy is missing);
+one that cannot be had is reported before any step runs.
 """
 
 import argparse
@@ -630,7 +630,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: CUDA is not available here; on CPU use --device cpu --quick")
     if args.corpus == (ROOT / DEFAULT_CORPUS_PATH).resolve():
-        try:  # the project's fetch: the offline copy beside the checkout, or the download
+        try:  # the check training makes: the shipped copy's sha256 (downloaded if missing)
             ensure_default_corpus(args.corpus)
         except CorpusError as e:
             p.error(f"{e} (a working tree copied to a GPU machine must take the corpus along)")

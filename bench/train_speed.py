@@ -42,7 +42,7 @@ from training.config import load_config  # noqa: E402
 from training.device import autocast_dtype  # noqa: E402
 from training.loop import Trainer  # noqa: E402
 
-CORPUS = ROOT / DEFAULT_CORPUS_PATH  # fetched on first use
+CORPUS = ROOT / DEFAULT_CORPUS_PATH  # ships with the code
 SHAPES = {
     # nanoGPT's published CPU recipe (README of karpathy/nanoGPT).
     "nanogpt-cpu": (

@@ -1,5 +1,5 @@
 """A prepared corpus: its files -> a character vocabulary and memory-mapped token
-arrays, cached; and the default corpus, Tiny Shakespeare, fetched when missing.
+arrays, cached; and the default corpus, Tiny Shakespeare, which ships with the code.
 
 The corpus's characters, in order, are split into train | validation | test: the
 first ``1 - val_fraction - test_fraction`` train, the next ``val_fraction``
@@ -14,10 +14,11 @@ so the next run starts at once and an edited, added or removed file prepares aga
 The splits are read-only ``np.memmap`` arrays over parts of that one file: nothing is
 loaded into memory, and another ``val_fraction`` needs no new preparation.
 
-Tiny Shakespeare comes from an offline copy beside the checkout
-(``../shared/data/tinyshakespeare/input.txt``) if there is one, else from its
-canonical address; either way its sha256 is verified, and so is a copy already at
-``data/tinyshakespeare/input.txt`` on every run that uses the default path.
+Tiny Shakespeare is in the repository (``data/tinyshakespeare/input.txt``, with its
+SOURCE.md), so the default needs no network; its sha256 is checked on every run that
+uses it, and a missing copy is downloaded from its canonical address. The defaults of
+``data.path`` and ``data.cache_dir`` are places in the repository, found wherever the
+command runs from; any other path, relative, is taken from the current folder.
 """
 
 import hashlib
@@ -36,18 +37,17 @@ from data.errors import CorpusError
 from data.escapes import unescape
 from data.prepare import PROGRESS_MIN_BYTES, bytes_bar, prepare_tokens
 from data.sources import find_sources, shown, unreadable
-from data.staging import remove_stale, staging_folder
+from data.staging import remove_stale, signals_raise, staging_folder
 from data.tokenizer import CharTokenizer
 
-DEFAULT_CORPUS_PATH = "data/tinyshakespeare/input.txt"
+REPOSITORY = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS_PATH = "data/tinyshakespeare/input.txt"  # in REPOSITORY, see in_repository
+DEFAULT_CACHE_DIR = "data/cache"  # likewise
 TINY_SHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 )
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 TINY_SHAKESPEARE_BYTES = 1_115_394
-OFFLINE_COPY = (
-    Path(__file__).resolve().parent.parent.parent / "shared/data/tinyshakespeare/input.txt"
-)
 CACHE_FORMAT = 3  # bump when the cached files' layout or the text normalisation changes
 TOKENS_NAME, META_NAME = "tokens.bin", "meta.json"
 
@@ -133,7 +133,7 @@ def split_sizes(n_tokens: int, val_fraction: float, test_fraction: float = 0.0):
 def prepare_corpus(
     path: str | Path = DEFAULT_CORPUS_PATH,
     val_fraction: float = 0.1,
-    cache_dir: str | Path = "data/cache",
+    cache_dir: str | Path = DEFAULT_CACHE_DIR,
     decode_errors: str = "strict",
     normalization: str = "nfc",
     *,
@@ -147,10 +147,12 @@ def prepare_corpus(
     """Load (or prepare and cache) the tokenizer and token arrays of a corpus.
 
     Args:
-        path: a UTF-8 text file, a folder or a glob (`data.sources.find_sources`);
-            the default path fetches Tiny Shakespeare if missing.
+        path: a UTF-8 text file, a folder or a glob (`data.sources.find_sources`),
+            relative to the current folder; the default is the repository's Tiny
+            Shakespeare, wherever this runs from (`in_repository`).
         val_fraction: share of the characters, after the training split, for validation.
-        cache_dir: where prepared corpora are kept, one folder each.
+        cache_dir: where prepared corpora are kept, one folder each; the default is
+            the repository's data/cache.
         decode_errors: "strict" or "replace", see `data.decoding.CorpusText`.
         normalization: Unicode normalisation form of the text, see `data.normalization`.
         test_fraction: share of the characters, at the very end, held out as the test split.
@@ -167,13 +169,17 @@ def prepare_corpus(
         The prepared `Corpus`.
 
     Raises:
-        CorpusError: for a missing, unreadable, empty or non-UTF-8 file (named, with
-            the byte offset), a folder or glob with no matching file, a bad separator,
-            fractions out of range, or a cache folder that cannot be written.
+        CorpusError: for a missing, unreadable, empty, binary or non-UTF-8 file
+            (named, with the byte offset), a folder or glob with no matching file, a
+            bad separator, fractions out of range, or a cache folder that cannot be
+            written.
+        Terminated: on SIGTERM or SIGHUP during preparation (`data.staging`).
     """
     given = Path(path)
     split_sizes(1, val_fraction, test_fraction)  # checks the fractions before any work
-    fetched_from = ensure_default_corpus(given) if given == Path(DEFAULT_CORPUS_PATH) else None
+    cache_dir = in_repository(cache_dir, DEFAULT_CACHE_DIR)
+    path = in_repository(path, DEFAULT_CORPUS_PATH)
+    fetched_from = ensure_default_corpus(path) if given == Path(DEFAULT_CORPUS_PATH) else None
     sources = find_sources(path, include)
     text = CorpusText(
         sources, unescape_separator(separator), decode_errors, normalization, chunk_bytes
@@ -316,55 +322,60 @@ def _prepare_into(folder: Path, text: CorpusText, progress: bool) -> dict:
     return meta
 
 
+def in_repository(path: str | Path, default: str) -> Path:
+    """``path`` as given, unless it is ``default`` (a path in the repository, such as
+    DEFAULT_CORPUS_PATH): then that place in the repository, so that the default
+    corpus and cache are found from any folder. Relative as given when the command
+    runs from the repository's root, so that messages stay short there."""
+    path = Path(path)
+    if path != Path(default):
+        return path
+    if Path(default).absolute() == REPOSITORY / default:
+        return path
+    return REPOSITORY / default
+
+
 def fetch_default_corpus(path: Path) -> str:
-    """Put Tiny Shakespeare at ``path``, from the offline copy or by download, after
-    checking its sha256.
+    """Download Tiny Shakespeare to ``path`` (where the repository's copy is missing)
+    from its canonical address, after checking its sha256.
 
     Returns:
-        Where it came from, for the log ("the offline copy ...", "a download from ...").
+        Where it came from, for the log ("a download from ...").
 
     Raises:
-        CorpusError: if neither source gives the expected file; says where to put it.
+        CorpusError: if the download fails or is not the expected file; says how to
+            restore the repository's copy, or where to put the file.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    problems = []
-    if OFFLINE_COPY.is_file():
-        raw = OFFLINE_COPY.read_bytes()
-        if hashlib.sha256(raw).hexdigest() == TINY_SHAKESPEARE_SHA256:
-            _atomic_write_bytes(path, raw)
-            return f"the offline copy {OFFLINE_COPY}"
-        problems.append(f"the offline copy {OFFLINE_COPY} has the wrong sha256")
-    else:
-        problems.append(f"no offline copy at {OFFLINE_COPY}")
     try:
         with urllib.request.urlopen(TINY_SHAKESPEARE_URL, timeout=30) as response:
             raw = response.read()
     except OSError as e:
-        problems.append(f"download from {TINY_SHAKESPEARE_URL} failed ({e})")
+        problem = f"the download from {TINY_SHAKESPEARE_URL} failed ({e})"
     else:
         if hashlib.sha256(raw).hexdigest() == TINY_SHAKESPEARE_SHA256:
+            path.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write_bytes(path, raw)
             return f"a download from {TINY_SHAKESPEARE_URL}"
-        problems.append(f"the download from {TINY_SHAKESPEARE_URL} has the wrong sha256")
+        problem = f"the download from {TINY_SHAKESPEARE_URL} has the wrong sha256"
     raise CorpusError(
-        f"Tiny Shakespeare is not at {path} and could not be fetched: "
-        + "; ".join(problems)
-        + f". Put the file there (sha256 {TINY_SHAKESPEARE_SHA256}), "
+        f"Tiny Shakespeare is not at {shown(path)}, where the repository ships it, and "
+        f"could not be fetched: {problem}. Restore the repository's copy "
+        f"({_restore_command()}), put the file there (sha256 {TINY_SHAKESPEARE_SHA256}), "
         "or train on another text with data.path=/path/to/your.txt"
     )
 
 
 def ensure_default_corpus(path: Path) -> str | None:
-    """Fetch Tiny Shakespeare to ``path`` (the default corpus's place, relative to some
-    checkout) if it is not there yet; if it is, check its sha256, as a fetch does.
+    """Check the sha256 of Tiny Shakespeare at ``path`` (the default corpus's place in
+    the repository), or download it there if it is missing.
 
     Returns:
         Where it came from (see `fetch_default_corpus`), or None if it was there.
 
     Raises:
         CorpusError: if it is missing and cannot be fetched, or if the file there is not
-            Tiny Shakespeare (truncated, edited): saying how to fetch it again, or how
-            to train on that text anyway.
+            Tiny Shakespeare (truncated, edited): saying how to restore it, or how to
+            train on that text anyway.
     """
     if not path.is_file():
         return fetch_default_corpus(path)
@@ -374,17 +385,30 @@ def ensure_default_corpus(path: Path) -> str | None:
         raise unreadable(path, e) from None
     if hashlib.sha256(raw).hexdigest() != TINY_SHAKESPEARE_SHA256:
         raise CorpusError(
-            f"{path} is the default corpus's place, but the file there is not Tiny "
+            f"{shown(path)} is the default corpus's place, but the file there is not Tiny "
             f"Shakespeare ({len(raw):,} bytes, expected {TINY_SHAKESPEARE_BYTES:,}; its "
-            f"sha256 differs): a truncated or edited copy. Delete it and run again to "
-            f"fetch it afresh (rm {path}), or, to train on that text as it is, move it "
-            "out of the default place and name it with data.path, e.g. "
-            f"mv {path} mytext.txt and data.path=mytext.txt"
+            f"sha256 differs): a truncated or edited copy. Restore the repository's copy "
+            f"({_restore_command()}; or rm {shown(path)} and run again to download it), "
+            "or, to train on that text as it is, move it out of the default place and "
+            f"name it with data.path, e.g. mv {shown(path)} mytext.txt and "
+            "data.path=mytext.txt"
         )
     return None
 
 
+def _restore_command() -> str:
+    """The git command that puts the repository's Tiny Shakespeare back."""
+    here = Path.cwd() == REPOSITORY
+    return f"git {'' if here else f'-C {shown(REPOSITORY)} '}checkout -- {DEFAULT_CORPUS_PATH}"
+
+
 def _atomic_write_bytes(path: Path, raw: bytes) -> None:
+    """Write ``path`` through a temporary file beside it, renamed into place; the
+    temporary file is removed if the write fails or is interrupted."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(raw)
-    os.replace(tmp, path)
+    try:
+        with signals_raise():
+            tmp.write_bytes(raw)
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -9,7 +9,7 @@ did; the rules beside each field are `model.config.setting`'s, checked by
 from dataclasses import dataclass
 from typing import Literal
 
-from data.corpus import DEFAULT_CORPUS_PATH
+from data.corpus import DEFAULT_CACHE_DIR, DEFAULT_CORPUS_PATH
 from data.normalization import Normalization
 from model.config import setting
 
@@ -31,7 +31,8 @@ class DataConfig:
         DEFAULT_CORPUS_PATH,
         "what to train on: a UTF-8 text file, a folder (every file in it and its "
         "sub-folders, hidden ones skipped, each file once) or a glob such as "
-        "`'books/*.txt'`; the default fetches Tiny Shakespeare",
+        "`'books/*.txt'`, relative to the folder you run in; the default is the "
+        "repository's Tiny Shakespeare, found from any folder",
     )
     include: str = setting(
         "*",
@@ -56,7 +57,10 @@ class DataConfig:
         "model selection never read (`evaluate.py --split test`); in [0, 1 - val_fraction)",
     )
     cache_dir: str = setting(
-        "data/cache", "where prepared token arrays are cached", hyperparameter=False
+        DEFAULT_CACHE_DIR,
+        "where prepared token arrays are cached (the default is the repository's "
+        "`data/cache`, found from any folder; a path you give is the current folder's)",
+        hyperparameter=False,
     )
     decode_errors: DecodeErrors = setting(
         "strict",

@@ -65,7 +65,7 @@ def staging_folder(cache_dir: Path) -> Iterator[Path]:
     Raises:
         OSError: if the folder cannot be created.
     """
-    with _signals_raise():
+    with signals_raise():
         lock_path, lock_fd = _new_lock(cache_dir)
         folder = lock_path.with_name(lock_path.name.removesuffix(LOCK_SUFFIX))
         try:
@@ -145,10 +145,11 @@ def _raise_terminated(signum, frame) -> None:
 
 
 @contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
+def signals_raise() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise `Terminated` where they would end
     the process (their handler is the default one, in the main thread: a handler of
-    the caller's, or an ignored signal, is left as it is)."""
+    the caller's, or an ignored signal, is left as it is), so that the block's own
+    cleanup (``finally``) runs."""
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for signum in TERMINATING_SIGNALS:

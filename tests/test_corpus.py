@@ -209,10 +209,12 @@ def test_a_truncated_default_corpus_is_refused_with_the_way_out(
     tmp_path, monkeypatch, shakespeare_path
 ):
     """data/tinyshakespeare/input.txt, where the default data.path points, is checked
-    like a fetched copy: a truncated one is refused, saying how to fetch it again and
-    how to train on it anyway; the real one is accepted."""
+    on every run: a truncated one is refused, saying how to restore it and how to
+    train on it anyway; the real one is accepted. (A repository of the test's own,
+    so that the real copy is never touched.)"""
     from data.corpus import DEFAULT_CORPUS_PATH
 
+    monkeypatch.setattr("data.corpus.REPOSITORY", tmp_path)
     monkeypatch.chdir(tmp_path)
     default = tmp_path / DEFAULT_CORPUS_PATH
     default.parent.mkdir(parents=True)
@@ -222,6 +224,7 @@ def test_a_truncated_default_corpus_is_refused_with_the_way_out(
         prepare_corpus(DEFAULT_CORPUS_PATH, 0.1, tmp_path / "cache")
     message = str(e.value)
     assert "is not Tiny Shakespeare (100,000 bytes, expected 1,115,394" in message
+    assert f"git checkout -- {DEFAULT_CORPUS_PATH}" in message
     assert f"rm {DEFAULT_CORPUS_PATH}" in message and "data.path=mytext.txt" in message
     assert not (tmp_path / "cache").exists()  # refused before any preparation
 
