@@ -91,7 +91,7 @@ class Corpus:
         """
         if vocab_size not in (0, self.tokenizer.vocab_size):
             raise CorpusError(
-                f"model.vocab_size is {vocab_size} but {self.path} has "
+                f"model.vocab_size is {vocab_size} but {shown(self.path)} has "
                 f"{self.tokenizer.vocab_size} distinct characters; leave model.vocab_size "
                 "at 0 (it is set from the corpus)"
             )
@@ -102,7 +102,7 @@ class Corpus:
         if too_short:
             test = f", test {sizes['test']}" if "test" in sizes else ""
             raise CorpusError(
-                f"{self.path}: the {' and '.join(too_short)} split"
+                f"{shown(self.path)}: the {' and '.join(too_short)} split"
                 f"{'s are' if len(too_short) > 1 else ' is'} too short for model.block_size="
                 f"{block_size}: train has {sizes['training']} characters, validation "
                 f"{sizes['validation']}{test}, and each needs at least block_size + 1 = "
@@ -318,7 +318,9 @@ def _prepare_into(folder: Path, text: CorpusText, progress: bool) -> dict:
                     shutil.rmtree(folder, ignore_errors=True)
                     os.replace(tmp, folder)
     except OSError as e:
-        raise CorpusError(f"data.cache_dir: cannot write to {cache_dir}: {e.strerror}") from None
+        raise CorpusError(
+            f"data.cache_dir: cannot write to {shown(cache_dir)}: {e.strerror}"
+        ) from None
     return meta
 
 

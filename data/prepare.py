@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from data.decoding import CorpusText
 from data.errors import CorpusError
+from data.sources import shown
 from data.tokenizer import CharTokenizer
 
 UNICODE_CODE_POINTS = 0x110000
@@ -59,7 +60,7 @@ def write_token_ids(text: CorpusText, tokenizer: CharTokenizer, path: Path) -> i
                 ids = tokenizer.encode_normalized(piece)
             except CorpusError:
                 raise CorpusError(
-                    f"{text.sources.given} changed while it was being prepared (a character "
+                    f"{shown(text.sources.given)} changed while it was being prepared (a character "
                     "appeared that the first pass did not see); run again once it is written"
                 ) from None
             f.write(ids.tobytes())
@@ -91,14 +92,16 @@ def prepare_tokens(
         counts = count_code_points(text)
     n_tokens = int(counts.sum())
     if n_tokens == 0:
-        raise CorpusError(f"{text.sources.given} is empty: give data.path a text with content")
+        raise CorpusError(
+            f"{shown(text.sources.given)} is empty: give data.path a text with content"
+        )
     tokenizer = CharTokenizer.from_counts(counts, text.normalization)
     with bytes_bar(show, total, "pass 2/2: writing token ids") as text.on_bytes:
         written = write_token_ids(text, tokenizer, path)
     text.on_bytes = None
     if written != n_tokens:
         raise CorpusError(
-            f"{text.sources.given} changed while it was being prepared ({n_tokens:,} "
+            f"{shown(text.sources.given)} changed while it was being prepared ({n_tokens:,} "
             f"characters, then {written:,}); run again once it is written"
         )
     return tokenizer, n_tokens

@@ -282,3 +282,23 @@ def test_a_binary_file_is_refused_and_the_advice_does_not_lead_to_training_on_it
         prepare_corpus(tree, 0.1, tmp_path / "cache")
     corpus = prepare_corpus(tree, 0.1, tmp_path / "cache", decode_errors="replace")
     assert "100 invalid UTF-8 bytes replaced by U+FFFD" in corpus.origin
+
+
+def test_a_data_path_that_is_not_utf8_is_shown_with_escapes(tmp_path):
+    """data.path itself in Latin-1 bytes (as a shell passes them): prepared, and the log
+    line, the cache's meta.json and the errors show it with escapes."""
+    import json
+    import os
+
+    folder = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9"))
+    os.mkdir(folder)
+    single = os.path.join(folder, "notes.txt")
+    Path(single).write_text("some notes\n" * 20, encoding="utf-8")
+    corpus = prepare_corpus(single, 0.5, tmp_path / "cache")
+    assert f"{tmp_path}/caf\\xe9/notes.txt (0.2 KB)" in corpus.origin
+    corpus.origin.encode("utf-8")
+    (meta,) = (tmp_path / "cache").glob("*/meta.json")
+    assert json.loads(meta.read_text(encoding="utf-8"))["source"].endswith("caf\\xe9/notes.txt")
+    with pytest.raises(CorpusError) as e:
+        corpus.check_fits(block_size=500)
+    assert "caf\\xe9/notes.txt: the training and validation splits" in str(e.value)
