@@ -125,15 +125,20 @@ def _new_lock(cache_dir: Path) -> tuple[Path, int]:
         except FileExistsError:
             continue
         if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: no one else can hold it
+            # A new file: no one else holds it. A file system without flock (some
+            # network and FUSE ones) refuses: the folder is then never taken for
+            # stale, as its lock cannot be taken either.
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX)
         return path, fd
 
 
 def _try_lock(fd: int) -> bool:
-    """Take an exclusive lock on ``fd`` without waiting; False if another holds it."""
+    """Take an exclusive lock on ``fd`` without waiting; False if another holds it, or
+    if the file system has no such locks (then no one can be told dead)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    except OSError:
         return False
     return True
 

@@ -224,3 +224,21 @@ def test_an_unwritable_cache_is_named(tmp_path, text_file, monkeypatch):
         prepare_corpus(text_file, 0.1, tmp_path / "cache")
     assert leftovers(tmp_path / "cache") == []
     assert os.path.isdir(tmp_path / "cache")
+
+
+def test_a_file_system_without_locks_prepares_and_removes_no_live_folder(
+    tmp_path, text_file, monkeypatch
+):
+    """Where flock is refused (some network and FUSE file systems), preparation still
+    works, and a folder with a lock file is kept, since its owner cannot be told dead."""
+    import errno
+
+    def no_locks(fd, operation):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr("data.staging.fcntl.flock", no_locks)
+    cache = tmp_path / "cache"
+    (cache / ".tmp-someone").mkdir(parents=True)
+    (cache / ".tmp-someone.lock").write_bytes(b"")
+    assert len(prepare_corpus(text_file, 0.1, cache).val_ids) == 8_200
+    assert leftovers(cache) == [".tmp-someone", ".tmp-someone.lock"]
