@@ -11,10 +11,25 @@ from typing import Literal
 
 from data.corpus import DEFAULT_CACHE_DIR, DEFAULT_CORPUS_PATH
 from data.normalization import Normalization
+from data.sources import shown
 from model.config import setting
 
 # The choices of data.decode_errors; the validator reads the allowed values from it.
 DecodeErrors = Literal["strict", "replace"]
+
+
+def _recordable_path(path: str) -> str | None:
+    """A path the run's records (config.yaml, the checkpoint, TensorBoard) can hold:
+    one whose bytes are UTF-8. (Files under it may have any name: they are recorded
+    with escapes, see `data.sources.shown`.)"""
+    if not any(0xDC80 <= ord(c) <= 0xDCFF for c in path):
+        return None
+    return (
+        f"{shown(path)} holds bytes that are not UTF-8, which the run's config.yaml, "
+        "checkpoint and TensorBoard cannot record; rename it to UTF-8 (convmv -f latin1 "
+        "-t utf8 --notest NAME), or make a link with a UTF-8 name and give that "
+        "(ln -s NAME corpus, then data.path=corpus)"
+    )
 
 
 def _some_pattern(include: str) -> str | None:
@@ -33,6 +48,7 @@ class DataConfig:
         "sub-folders, hidden ones skipped, each file once) or a glob such as "
         "`'books/*.txt'`, relative to the folder you run in; the default is the "
         "repository's Tiny Shakespeare, found from any folder",
+        check=_recordable_path,
     )
     include: str = setting(
         "*",
@@ -60,6 +76,7 @@ class DataConfig:
         DEFAULT_CACHE_DIR,
         "where prepared token arrays are cached (the default is the repository's "
         "`data/cache`, found from any folder; a path you give is the current folder's)",
+        check=_recordable_path,
         hyperparameter=False,
     )
     decode_errors: DecodeErrors = setting(

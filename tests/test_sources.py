@@ -302,3 +302,19 @@ def test_a_data_path_that_is_not_utf8_is_shown_with_escapes(tmp_path):
     with pytest.raises(CorpusError) as e:
         corpus.check_fits(block_size=500)
     assert "caf\\xe9/notes.txt: the training and validation splits" in str(e.value)
+
+
+def test_a_data_path_that_is_not_utf8_is_refused_by_the_configuration(tmp_path):
+    """A run records data.path in config.yaml, its checkpoint and TensorBoard, which
+    hold UTF-8 only: such a path crashed the run's start with a traceback. It is
+    refused when the configuration is checked, with the ways round it."""
+    import os
+
+    from training.config import ConfigError, load_config
+
+    latin1 = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9"))
+    for key in ("data.path", "data.cache_dir"):
+        with pytest.raises(ConfigError) as e:
+            load_config(None, [f"{key}={latin1}"])
+        assert f"{key} {tmp_path}/caf\\xe9 holds bytes that are not UTF-8" in str(e.value)
+        assert "ln -s NAME corpus" in str(e.value)
