@@ -197,7 +197,7 @@ def prepare_corpus(
     folder = Path(cache_dir) / f"{_readable_name(given)}-{key}"
     described = sources.describe()
     if fetched_from:
-        described += f" (fetched from {fetched_from}, sha256 checked)"
+        described += f" ({fetched_from}, sha256 checked)"
 
     meta = _load_cache(folder)
     how = "read from the cache"
@@ -342,7 +342,7 @@ def fetch_default_corpus(path: Path) -> str:
     from its canonical address, after checking its sha256.
 
     Returns:
-        Where it came from, for the log ("a download from ...").
+        Where it came from, for the log ("downloaded from <address>").
 
     Raises:
         CorpusError: if the download fails or is not the expected file; says how to
@@ -357,7 +357,7 @@ def fetch_default_corpus(path: Path) -> str:
         if hashlib.sha256(raw).hexdigest() == TINY_SHAKESPEARE_SHA256:
             path.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write_bytes(path, raw)
-            return f"a download from {TINY_SHAKESPEARE_URL}"
+            return f"downloaded from {TINY_SHAKESPEARE_URL}"
         problem = f"the download from {TINY_SHAKESPEARE_URL} has the wrong sha256"
     raise CorpusError(
         f"Tiny Shakespeare is not at {shown(path)}, where the repository ships it, and "

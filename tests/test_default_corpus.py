@@ -130,3 +130,57 @@ def test_the_default_cache_is_the_repositorys_wherever_this_runs(tmp_path, monke
     assert os.listdir(elsewhere) == []
     assert "prepared into mine" in prepare_corpus(cache_dir="mine").origin
     assert os.listdir(elsewhere) == ["mine"]
+
+
+class FakeResponse:
+    def __init__(self, raw: bytes):
+        self.raw = raw
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def read(self) -> bytes:
+        return self.raw
+
+
+def test_a_deleted_copy_is_downloaded_or_its_restore_named(tmp_path, monkeypatch):
+    """Where the shipped copy is missing, it is downloaded (sha256 checked) through a
+    temporary file that an interrupted write does not leave; without a network the
+    message says how to restore it."""
+    repository = tmp_path / "repository"
+    repository.mkdir()
+    monkeypatch.setattr("data.corpus.REPOSITORY", repository)
+    monkeypatch.chdir(repository)
+    raw = (ROOT / DEFAULT_CORPUS_PATH).read_bytes()
+    place = repository / DEFAULT_CORPUS_PATH
+
+    def offline(*args, **kwargs):
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr("urllib.request.urlopen", offline)
+    with pytest.raises(CorpusError) as e:
+        prepare_corpus(cache_dir=tmp_path / "cache")
+    assert f"git checkout -- {DEFAULT_CORPUS_PATH}" in str(e.value)
+    assert "no network in this test" in str(e.value) and not place.exists()
+
+    monkeypatch.setattr("urllib.request.urlopen", lambda *a, **k: FakeResponse(raw))
+    real_write = Path.write_bytes
+
+    def interrupted(self, data):
+        real_write(self, data[:1000])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_corpus(cache_dir=tmp_path / "cache")
+    assert os.listdir(place.parent) == []  # neither the file nor its temporary
+    monkeypatch.setattr(Path, "write_bytes", real_write)
+    corpus = prepare_corpus(cache_dir=tmp_path / "cache")
+    assert (
+        f"(downloaded from {TINY_SHAKESPEARE_URL}, sha256 checked)" in corpus.origin
+        and place.read_bytes() == raw
+    )
+    assert os.listdir(place.parent) == ["input.txt"]
