@@ -29,7 +29,7 @@ TRICKY = [
     "e", "\r\n", "\r", "\n", "e\u0301\u0327", "\u00e9", "\u1100\u1161\u11a8", "\uac00\u11a8",
     "\u0915\u093f", "\ufeff", "\U0001f600", "\u30ab\uff9e", "\u1100\u314f", "\u1100\uffc2",
 ]  # fmt: skip
-any_text = st.text(st.characters(blacklist_characters="\0"), max_size=30)
+any_text = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=30)
 texts = st.lists(st.sampled_from(TRICKY), max_size=20).map("".join) | any_text
 
 
