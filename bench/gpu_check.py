@@ -67,8 +67,12 @@ from data.corpus import (  # noqa: E402
 )
 from data.errors import CorpusError  # noqa: E402
 from training.config import ConfigError, load_config  # noqa: E402
-from training.run_writer import TRAIN_LOSS, TRAIN_TOKENS_PER_SEC, VAL_LOSS  # noqa: E402
-from viz.run_events import read_scalar_curves  # noqa: E402
+from viz.run_events import (  # noqa: E402
+    TRAIN_LOSS,
+    TRAIN_TOKENS_PER_SEC,
+    VAL_LOSS,
+    read_scalar_curves,  # noqa: E402
+)
 
 RECIPE = "configs/shakespeare_char.yaml"
 MODERN = "configs/shakespeare_char_modern.yaml"

@@ -12,7 +12,7 @@ from conftest import read_scalars, shakespeare, tiny_overrides
 from training import load_checkpoint, load_config, train
 from training.console import Console
 from training.loop import Trainer
-from training.run_writer import TRAIN_TOKENS_PER_SEC
+from viz.run_events import TRAIN_TOKENS_PER_SEC
 
 
 def seconds_of(text: str) -> int:

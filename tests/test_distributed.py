@@ -12,7 +12,7 @@ from model import GPT, GPTConfig
 from training import load_checkpoint, load_config, train
 from training.config import TrainConfig
 from training.optim import build_optimizer
-from training.run_writer import TRAIN_LOSS
+from viz.run_events import TRAIN_LOSS
 
 
 def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):

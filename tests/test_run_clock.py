@@ -9,7 +9,7 @@ import pytest
 from conftest import read_scalars, tiny_overrides
 from training import load_config, train
 from training.run_clock import PARTS, RunClock, split_line
-from training.run_writer import TIME_PART, TIME_WALL
+from viz.run_events import TIME_PART, TIME_WALL
 
 
 class FakeClock:

@@ -15,19 +15,19 @@ from conftest import TEST_DEVICE, shakespeare, tiny_overrides
 from data import CharTokenizer
 from training import ConfigError, load_checkpoint, load_config, model_from_checkpoint, train
 from training.prompts import PromptFallbackWarning, usable_prompt
-from training.run_writer import (
+from training.run_writer import HPARAMS_METRICS
+from training.tensorboard_views import TensorBoardViews
+from viz.grid_layout import GridLayout, label_inches, panel_inches
+from viz.loss_plot import LOSS_TAGS, loss_figure
+from viz.run_events import (
     ATTENTION_IMAGE,
-    HPARAMS_METRICS,
     SAMPLE_TEXT,
     TRAIN_LOSS,
     VAL_BEST_LOSS,
     VAL_BPC,
     VAL_LOSS,
+    read_scalar_curves,
 )
-from training.tensorboard_views import TensorBoardViews
-from viz.grid_layout import GridLayout, label_inches, panel_inches
-from viz.loss_plot import LOSS_TAGS, loss_figure
-from viz.run_events import read_scalar_curves
 
 ATTENTION_PROMPT = "To be, or not"
 

@@ -10,7 +10,7 @@ import torch
 
 from conftest import ROOT, TEST_DEVICE, read_scalars, tiny_overrides
 from training import ConfigError, load_checkpoint, load_config, train
-from training.run_writer import (
+from viz.run_events import (
     TRAIN_GRAD_NORM,
     TRAIN_LOSS,
     TRAIN_LR,

@@ -35,22 +35,23 @@ from torch.utils.tensorboard import SummaryWriter
 
 from model.scoring import nats_to_bits
 from training.hparams import hparams_summaries
-
-TRAIN_LOSS = "train/loss"
-TRAIN_LR = "train/lr"
-TRAIN_GRAD_NORM = "train/grad_norm"
-TRAIN_TOKENS_PER_SEC = "train/tokens_per_sec"
-TRAIN_EVAL_LOSS = "train/eval_loss"
-TRAIN_EVAL_BPC = "train/eval_bpc"
-VAL_LOSS = "val/loss"
-VAL_BPC = "val/bpc"
-VAL_BEST_LOSS = "val/best_loss"
-VAL_FULL_LOSS = "val/full_loss"
-VAL_FULL_BPC = "val/full_bpc"
-SAMPLE_TEXT = "samples/fixed_prompt"
-ATTENTION_IMAGE = "attention/layer_{layer}"
-TIME_PART = "time/{part}_seconds"
-TIME_WALL = "time/wall_seconds"
+from viz.run_events import (
+    ATTENTION_IMAGE,
+    SAMPLE_TEXT,
+    TIME_PART,
+    TIME_WALL,
+    TRAIN_EVAL_BPC,
+    TRAIN_EVAL_LOSS,
+    TRAIN_GRAD_NORM,
+    TRAIN_LOSS,
+    TRAIN_LR,
+    TRAIN_TOKENS_PER_SEC,
+    VAL_BEST_LOSS,
+    VAL_BPC,
+    VAL_FULL_BPC,
+    VAL_FULL_LOSS,
+    VAL_LOSS,
+)
 
 # Steps TensorBoard keeps per image and text tag with `tensorboard_command`'s flag: every
 # evaluation of a run of up to that many (a longer run's command names its own number).
