@@ -14,7 +14,7 @@ from data import CorpusError
 from training import CheckpointError, ConfigError, load_config, train
 from training.config import config_reference
 from training.console import plain_warnings
-from training.loop import NonFiniteLossError
+from training.distributed import NonFiniteLossError
 
 
 def main(argv: list[str] | None = None) -> int:

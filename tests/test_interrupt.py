@@ -1,4 +1,5 @@
-"""training/interrupt.py: Ctrl-C and SIGTERM save at the step's end; the run resumes exactly."""
+"""Ctrl-C and SIGTERM save at the step's end; the run resumes exactly
+(training/distributed.py's StopRequest)."""
 
 import signal
 

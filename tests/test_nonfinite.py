@@ -1,4 +1,5 @@
-"""training/nonfinite.py: a NaN or infinite loss stops the run, keeping the last good checkpoint."""
+"""A NaN or infinite loss stops the run, keeping the last good checkpoint
+(training/distributed.py's NonFiniteWatch)."""
 
 import pytest
 import torch
@@ -6,7 +7,8 @@ import torch
 from conftest import tiny_overrides
 from model import GPT
 from training import load_checkpoint, load_config
-from training.loop import NonFiniteLossError, Trainer
+from training.distributed import NonFiniteLossError
+from training.loop import Trainer
 
 
 def nan_at_training_call(model: GPT, at: int) -> None:

@@ -26,8 +26,7 @@ from model.scoring import (
     summed_loss,
     windows_loss,
 )
-from training.distributed import DistContext, all_reduce
-from training.nonfinite import NonFiniteLossError
+from training.distributed import DistContext, NonFiniteLossError, all_reduce
 
 # The scoring itself is `model.scoring`'s (evaluate.py scores without the trainer); its
 # names are importable from here too.

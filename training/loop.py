@@ -25,6 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from data import BatchSampler, prepare_corpus
 from model import GPT, GPTConfig
+from model.device import autocast_context
 from training.averaging import WeightAverage
 from training.checkpoint import (
     check_resume,
@@ -38,16 +39,16 @@ from training.compile import compile_model
 from training.config import RunConfig
 from training.console import Console, Throughput, start_lines
 from training.corpus_record import CORPUS_KEY, check_corpus_on_resume, corpus_record
-from training.device import autocast_context
 from training.distributed import (
+    NonFiniteLossError,
+    NonFiniteWatch,
+    StopRequest,
     all_reduce,
     init_distributed,
     shutdown_distributed,
     wrap_for_data_parallel,
 )
 from training.evaluate import Evaluator, WholeSplitStopped
-from training.interrupt import StopRequest
-from training.nonfinite import NonFiniteLossError, NonFiniteWatch
 from training.optim import build_optimizer
 from training.result import TrainResult
 from training.rng import seed_everything, seed_rank_stream
