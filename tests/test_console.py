@@ -9,7 +9,8 @@ import pytest
 
 import training.console
 from conftest import read_scalars, shakespeare, tiny_overrides
-from training import load_checkpoint, load_config, train
+from model.checkpoint import load_checkpoint
+from training import load_config, train
 from training.console import Console
 from training.loop import Trainer
 from viz.run_events import TRAIN_TOKENS_PER_SEC

@@ -13,7 +13,7 @@ import sample
 from conftest import sharp_model
 from data.escapes import ESCAPES_HELP, unescape
 from data.tokenizer import CharTokenizer
-from training.checkpoint import save_checkpoint
+from model.checkpoint import save_checkpoint
 from training.config import ConfigError, load_config
 from training.prompts import usable_prompt
 

@@ -6,7 +6,8 @@ import signal
 import pytest
 
 from conftest import shakespeare, tiny_overrides
-from training import load_checkpoint, load_config, train
+from model.checkpoint import load_checkpoint
+from training import load_config, train
 from training.loop import Trainer
 
 RESUME = {"model.dropout": 0.1, "train.lr_decay_iters": 10, "train.warmup_iters": 3}

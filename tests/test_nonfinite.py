@@ -6,7 +6,8 @@ import torch
 
 from conftest import tiny_overrides
 from model import GPT
-from training import load_checkpoint, load_config
+from model.checkpoint import load_checkpoint
+from training import load_config
 from training.distributed import NonFiniteLossError
 from training.loop import Trainer
 

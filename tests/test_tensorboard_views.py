@@ -13,7 +13,8 @@ from tensorboard.plugins.hparams import metadata
 import plot_losses
 from conftest import TEST_DEVICE, shakespeare, tiny_overrides
 from data import CharTokenizer
-from training import ConfigError, load_checkpoint, load_config, model_from_checkpoint, train
+from model.checkpoint import load_checkpoint, model_from_checkpoint
+from training import ConfigError, load_config, train
 from training.prompts import PromptFallbackWarning, usable_prompt
 from training.run_writer import HPARAMS_METRICS
 from training.tensorboard_views import TensorBoardViews

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from conftest import ROOT, TEST_DEVICE, read_scalars, tiny_overrides
-from training import ConfigError, load_checkpoint, load_config, train
+from model.checkpoint import load_checkpoint
+from training import ConfigError, load_config, train
 from viz.run_events import (
     TRAIN_GRAD_NORM,
     TRAIN_LOSS,

@@ -25,20 +25,22 @@ from torch.nn.parallel import DistributedDataParallel
 
 from data import BatchSampler, prepare_corpus
 from model import GPT, GPTConfig
+from model.checkpoint import load_checkpoint, save_checkpoint
 from model.device import autocast_context
-from training.averaging import WeightAverage
 from training.checkpoint import (
+    CORPUS_KEY,
+    check_corpus_on_resume,
     check_resume,
     checkpoint_contents,
-    load_checkpoint,
+    corpus_record,
     restore_training_state,
-    save_checkpoint,
+    seed_everything,
+    seed_rank_stream,
     training_state,
 )
 from training.compile import compile_model
 from training.config import RunConfig
 from training.console import Console, Throughput, start_lines
-from training.corpus_record import CORPUS_KEY, check_corpus_on_resume, corpus_record
 from training.distributed import (
     NonFiniteLossError,
     NonFiniteWatch,
@@ -49,9 +51,8 @@ from training.distributed import (
     wrap_for_data_parallel,
 )
 from training.evaluate import Evaluator, WholeSplitStopped
-from training.optim import build_optimizer
+from training.optim import WeightAverage, build_optimizer
 from training.result import TrainResult
-from training.rng import seed_everything, seed_rank_stream
 from training.run_clock import RunClock, device_sync, split_line
 from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
 from training.run_writer import RunWriter, tensorboard_line
