@@ -16,7 +16,7 @@ from data.normalization import continues_cluster, joins_previous, safe_cut
 from model import GPT, GPTConfig
 from model.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from training import ConfigError, load_config, train
-from training.prompts import PromptFallbackWarning, usable_prompt
+from training.run_writer import PromptFallbackWarning, usable_prompt
 
 PROMPT = "새가 하늘을"
 

@@ -15,9 +15,12 @@ from conftest import TEST_DEVICE, shakespeare, tiny_overrides
 from data import CharTokenizer
 from model.checkpoint import load_checkpoint, model_from_checkpoint
 from training import ConfigError, load_config, train
-from training.prompts import PromptFallbackWarning, usable_prompt
-from training.run_writer import HPARAMS_METRICS
-from training.tensorboard_views import TensorBoardViews
+from training.run_writer import (
+    HPARAMS_METRICS,
+    PromptFallbackWarning,
+    TensorBoardViews,
+    usable_prompt,
+)
 from viz.grid_layout import GridLayout, label_inches, panel_inches
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import (

@@ -55,9 +55,8 @@ from training.optim import WeightAverage, build_optimizer
 from training.result import TrainResult
 from training.run_clock import RunClock, device_sync, split_line
 from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
-from training.run_writer import RunWriter, tensorboard_line
+from training.run_writer import RunWriter, TensorBoardViews, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
-from training.tensorboard_views import TensorBoardViews
 
 __all__ = ["NonFiniteLossError", "TrainResult", "Trainer", "train"]
 
