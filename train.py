@@ -14,8 +14,8 @@ from data import CorpusError
 from model.checkpoint import CheckpointError
 from training import ConfigError, load_config, train
 from training.config import config_reference
-from training.console import plain_warnings
 from training.distributed import NonFiniteLossError
+from training.report import plain_warnings
 
 
 def main(argv: list[str] | None = None) -> int:

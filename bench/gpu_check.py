@@ -414,7 +414,7 @@ def describe_run(figures: RunFigures, target: float) -> str:
 def time_split(output: str) -> str:
     """ "; <train.py's end-of-run line>": where the run's wall time went (setup,
     compile, steps, data, eval, samples+heatmaps, checkpoints, other; see
-    training/run_clock.py), or "" if it printed none."""
+    training/report.py), or "" if it printed none."""
     lines = re.findall(r"^wall \d+\.\d s: .*$", output, re.MULTILINE)
     return f"; {lines[-1]}" if lines else ""
 

@@ -12,7 +12,7 @@ import importlib
 _HOMES = {
     "ConfigError": "training.config",
     "RunConfig": "training.config",
-    "TrainResult": "training.loop",
+    "TrainResult": "training.report",
     "load_config": "training.config",
     "train": "training.loop",
 }
