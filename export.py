@@ -18,7 +18,7 @@ import time
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from hf_export import ExportError
-from training.checkpoint import CheckpointError
+from model.checkpoint import CheckpointError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,9 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from training.run_writer import VAL_LOSS
 from viz.loss_plot import LOSS_TAGS, loss_figure
-from viz.run_events import read_scalar_curves
+from viz.run_events import VAL_LOSS, read_scalar_curves
 
 
 def build_parser() -> argparse.ArgumentParser:

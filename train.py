@@ -11,10 +11,11 @@ import argparse
 import sys
 
 from data import CorpusError
-from training import CheckpointError, ConfigError, load_config, train
+from model.checkpoint import CheckpointError
+from training import ConfigError, load_config, train
 from training.config import config_reference
-from training.console import plain_warnings
-from training.loop import NonFiniteLossError
+from training.distributed import NonFiniteLossError
+from training.report import plain_warnings
 
 
 def main(argv: list[str] | None = None) -> int:

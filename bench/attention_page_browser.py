@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {missing}")
         return 0
     from cli.checkpoint_args import resolve_checkpoint_path
-    from training import load_checkpoint, model_from_checkpoint
+    from model.checkpoint import load_checkpoint, model_from_checkpoint
 
     path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
     model, tokenizer = model_from_checkpoint(load_checkpoint(path), path)

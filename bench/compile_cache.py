@@ -14,7 +14,7 @@ after the first and after the last (``--steps``), in a run folder of its own:
          what the cold start saved with torch.compiler.save_cache_artifacts (the
          "mega-cache": a cache carried to a new machine or a wiped /tmp)
 
-For each it gives the run's own split (see `training.run_clock`): setup, compile (the
+For each it gives the run's own split (see `training.report`): setup, compile (the
 first step's and first compiled evaluation's time beyond the later ones'), the first
 step's wall time, and how many compiled graphs Inductor and AOTAutograd found in
 their caches. TorchDynamo traces the Python code again at every start in all three
@@ -40,7 +40,7 @@ sys.path.insert(0, {root!r})
 import torch
 from torch._dynamo.utils import counters
 from training import load_config, train
-from training.run_clock import RunClock
+from training.report import RunClock
 
 artifacts_in, artifacts_out, config, overrides = {args!r}
 if artifacts_in:

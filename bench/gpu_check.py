@@ -67,8 +67,12 @@ from data.corpus import (  # noqa: E402
 )
 from data.errors import CorpusError  # noqa: E402
 from training.config import ConfigError, load_config  # noqa: E402
-from training.run_writer import TRAIN_LOSS, TRAIN_TOKENS_PER_SEC, VAL_LOSS  # noqa: E402
-from viz.run_events import read_scalar_curves  # noqa: E402
+from viz.run_events import (  # noqa: E402
+    TRAIN_LOSS,
+    TRAIN_TOKENS_PER_SEC,
+    VAL_LOSS,
+    read_scalar_curves,  # noqa: E402
+)
 
 RECIPE = "configs/shakespeare_char.yaml"
 MODERN = "configs/shakespeare_char_modern.yaml"
@@ -410,7 +414,7 @@ def describe_run(figures: RunFigures, target: float) -> str:
 def time_split(output: str) -> str:
     """ "; <train.py's end-of-run line>": where the run's wall time went (setup,
     compile, steps, data, eval, samples+heatmaps, checkpoints, other; see
-    training/run_clock.py), or "" if it printed none."""
+    training/report.py), or "" if it printed none."""
     lines = re.findall(r"^wall \d+\.\d s: .*$", output, re.MULTILINE)
     return f"; {lines[-1]}" if lines else ""
 

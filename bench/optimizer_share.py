@@ -30,7 +30,7 @@ from data.corpus import DEFAULT_CORPUS_PATH, ensure_default_corpus  # noqa: E402
 from training.config import load_config  # noqa: E402
 from training.loop import Trainer  # noqa: E402
 from training.optim import MultiOptimizer, build_optimizer  # noqa: E402
-from training.run_clock import device_sync  # noqa: E402
+from training.report import device_sync  # noqa: E402
 
 CORPUS = ROOT / DEFAULT_CORPUS_PATH
 RECIPE = ROOT / "configs" / "shakespeare_char_cpu.yaml"

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from data.corpus import DEFAULT_CORPUS_PATH, ensure_default_corpus  # noqa: E402
+from model.device import autocast_dtype  # noqa: E402
 from training.config import load_config  # noqa: E402
-from training.device import autocast_dtype  # noqa: E402
 from training.loop import Trainer  # noqa: E402
 
 CORPUS = ROOT / DEFAULT_CORPUS_PATH  # ships with the code

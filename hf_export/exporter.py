@@ -15,7 +15,7 @@ from hf_export.architectures import choose_architecture
 from hf_export.errors import ExportError
 from hf_export.folder import check_target, write_atomically
 from hf_export.tokenizer import transformers_tokenizer
-from training.checkpoint import load_checkpoint, model_from_checkpoint, strip_compiled_prefix
+from model.checkpoint import load_checkpoint, model_from_checkpoint, strip_compiled_prefix
 
 # The exported model must give our logits to this much (float32 sums in another
 # order differ by about 1e-6).
@@ -72,7 +72,7 @@ def export_checkpoint(checkpoint: Path, target: Path, overwrite: bool = False) -
     Raises:
         ExportError: transformers missing, no architecture computing this model's
             function, or a target that may not be written; each names the fix.
-        training.checkpoint.CheckpointError: an unreadable or inconsistent checkpoint.
+        model.checkpoint.CheckpointError: an unreadable or inconsistent checkpoint.
         RuntimeError: if the exported model's logits differ from ours (a bug).
     """
     transformers = require_transformers()

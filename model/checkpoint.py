@@ -21,7 +21,7 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     rng              {"world_size": N, "ranks": [...]}: for each rank, its python, numpy,
                      torch (and cuda) RNG states and its batch sampler's position
                      (absent in weights-only files)
-    corpus           the files and splits trained on, see `training.corpus_record`
+    corpus           the files and splits trained on, see `training.checkpoint`
                      (ckpt.pt only; absent in files written before it existed)
 
 training/checkpoint.py builds the training parts and checks a resume.

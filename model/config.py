@@ -2,51 +2,16 @@
 
 import dataclasses
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
+
+from data.settings import setting
 
 # The architecture choices; the run config's validator reads the allowed values from
 # these types, so each is spelled here only.
 Position = Literal["learned", "rope"]
 Norm = Literal["layernorm", "rmsnorm"]
 Activation = Literal["gelu", "relu2"]
-
-
-def setting(
-    default,
-    doc: str,
-    *,
-    bounds: str | None = None,
-    note: str | None = None,
-    check=None,
-    hyperparameter: bool = True,
-    resume_may_change: bool = False,
-):
-    """A config field with its rules beside it, kept in ``field(metadata=...)``; the run
-    config's validator and the README's table read them (`training.config`).
-
-    Args:
-        default: the value when nothing sets it.
-        doc: what the key means (the README's configuration table).
-        bounds: the values allowed, as an interval (``"[0, 1)"``, ``"(0, 1]"``) or one
-            bound (``"> 0"``, ``">= 0"``); null, where the type allows it, is never out.
-        note: said in parentheses after the bounds when a value is out of them,
-            e.g. ``"0 = off"``.
-        check: a rule no bound states: a function of the value that returns the problem
-            (the text after the key name) or None.
-        hyperparameter: False for a setting of where or how to run, not of the
-            experiment; it is left out of TensorBoard's HParams table.
-        resume_may_change: True for a setting a resumed run may change without a note.
-    """
-    rules = {
-        "doc": doc,
-        "bounds": bounds,
-        "note": note,
-        "check": check,
-        "hyperparameter": hyperparameter,
-        "resume_may_change": resume_may_change,
-    }
-    return field(default=default, metadata=rules)
 
 
 @dataclass

@@ -45,9 +45,7 @@ def main(out: Path, corpus: Path, fail_on_rank_1: bool) -> None:
     initial = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     _, _, lr = trainer.train_step(0)
     if fail_on_rank_1:
-        trainer.nonfinite.check(
-            trainer.dist, out / "ckpt.pt"
-        )  # a collective: rank 0 would wait here
+        trainer.report.check_finite()  # a collective: rank 0 would wait here
     torch.save(
         {
             "x": drawn[0][0],

@@ -13,7 +13,7 @@ from matplotlib import font_manager
 
 import explore_attention
 from model import GPT, GPTConfig, record_attention
-from training.checkpoint import save_checkpoint
+from model.checkpoint import save_checkpoint
 from viz.attention_plot import attention_grid_figure
 from viz.attention_table import format_attention_table
 from viz.attention_weights import prompt_attention, select_head

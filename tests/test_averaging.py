@@ -6,7 +6,8 @@ import torch
 
 from conftest import tiny_overrides
 from model import GPT, GPTConfig
-from training import load_checkpoint, load_config, train
+from model.checkpoint import load_checkpoint
+from training import load_config, train
 from training.config import TrainConfig
 from training.loop import Trainer
 from training.optim import build_optimizer

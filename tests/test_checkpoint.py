@@ -5,8 +5,14 @@ import torch
 
 from conftest import tiny_overrides
 from model import GPT, GPTConfig
-from training import CheckpointError, ConfigError, load_checkpoint, load_config, train
-from training.checkpoint import CHECKPOINT_FORMAT, model_from_checkpoint, save_checkpoint
+from model.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CheckpointError,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+)
+from training import ConfigError, load_config, train
 
 
 def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):

@@ -6,8 +6,7 @@ import fcntl
 import pytest
 
 from cli.checkpoint_args import resolve_checkpoint_path
-from training.checkpoint import CheckpointError
-from training.run_folder import run_in_progress
+from model.checkpoint import CheckpointError, run_in_progress
 
 
 def hint(out_dir, name="ckpt.pt") -> str:

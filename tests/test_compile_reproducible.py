@@ -4,13 +4,15 @@ one (dropout on, Muon and AdamW, an evaluation in between).
 
 The compiled cases run on two threads, where Inductor's atomic adds into the token
 embedding's gradient made the order of summation, and so the losses, vary from run
-to run (see `training.compile`)."""
+to run (see `training.loop`). torch's deterministic algorithms, which prevent that,
+are on while a compiled CPU run trains and as they were before once it returns."""
 
 import pytest
 import torch
 
 from conftest import ROOT, shakespeare, tiny_overrides
 from training import load_config, train
+from training.loop import Trainer
 
 STEPS = 6
 # Eager AdamW is also covered by test_train_e2e's resume test.
@@ -23,14 +25,11 @@ CASES = [
 
 @pytest.fixture(scope="module", autouse=True)
 def two_threads_then_restore():
-    """Two threads (one cannot race); afterwards, torch's global settings as they were."""
+    """Two threads (one cannot race); afterwards, as many as before."""
     threads = torch.get_num_threads()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     torch.set_num_threads(2)
     yield
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
     torch._dynamo.reset()
 
 
@@ -88,3 +87,52 @@ def test_resumed_run_is_identical_to_uninterrupted(uninterrupted, tmp_path):
     assert sorted(second.losses) == list(range(half + 1, STEPS + 1))
     assert {**first.losses, **second.losses} == full.losses  # bitwise, at every step
     assert eval_losses(first) + eval_losses(second) == eval_losses(full)
+
+
+@pytest.mark.parametrize(
+    "before", [(False, False), (True, False)], ids=["off-before", "strict-before"]
+)
+def test_deterministic_algorithms_are_on_while_training_and_restored(before, tmp_path, monkeypatch):
+    """A compiled CPU run trains and evaluates with deterministic algorithms on
+    (warn_only), and leaves them as they were: off, or on and strict, as a caller set."""
+    seen = []
+    real_step, real_evaluate = Trainer.train_step, Trainer.evaluate_and_save
+
+    def watched(real):
+        def call(self, *args):
+            seen.append(
+                (
+                    torch.are_deterministic_algorithms_enabled(),
+                    torch.is_deterministic_algorithms_warn_only_enabled(),
+                )
+            )
+            return real(self, *args)
+
+        return call
+
+    monkeypatch.setattr(Trainer, "train_step", watched(real_step))
+    monkeypatch.setattr(Trainer, "evaluate_and_save", watched(real_evaluate))
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    try:
+        run(tmp_path, True, "adamw", **{"train.max_iters": 2, "train.eval_interval": 2})
+        after = (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        )
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert seen == [(True, True)] * 3  # two steps and an evaluation
+    assert after == before
+
+
+def test_the_trainer_puts_deterministic_algorithms_back_when_it_closes(tmp_path):
+    """Closing restores the setting itself: a trainer still referenced after its run
+    (whose setting garbage collection would otherwise put back) leaves it off."""
+    overrides = {"train.max_iters": 1, "train.eval_interval": 1}
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare(), **overrides))
+    cfg.device, cfg.train.compile = "cpu", True
+    trainer = Trainer(cfg)
+    assert torch.are_deterministic_algorithms_enabled()
+    trainer.run()
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert trainer.result.iter_num == 1

@@ -281,7 +281,7 @@ def test_every_bounded_key_rejects_a_value_outside_with_its_name():
 
 def test_the_lists_other_modules_need_are_read_from_the_fields():
     from training.checkpoint import RUN_CONTROL_KEYS
-    from training.hparams import NOT_HYPERPARAMETERS
+    from training.run_writer import NOT_HYPERPARAMETERS
 
     assert set(NOT_HYPERPARAMETERS) == {
         "out_dir",

@@ -7,12 +7,13 @@ import types
 
 import pytest
 
-import training.console
+import training.report
 from conftest import read_scalars, shakespeare, tiny_overrides
-from training import load_checkpoint, load_config, train
-from training.console import Console
+from model.checkpoint import load_checkpoint
+from training import load_config, train
 from training.loop import Trainer
-from training.run_writer import TRAIN_TOKENS_PER_SEC
+from training.report import Console
+from viz.run_events import TRAIN_TOKENS_PER_SEC
 
 
 def seconds_of(text: str) -> int:
@@ -28,7 +29,7 @@ def test_time_left_holds_steady_across_evaluations(monkeypatch, capsys):
     alone made it jump after each evaluation (25 s too long just after the first, in
     this 120 s run)."""
     clock = [1000.0]
-    monkeypatch.setattr(training.console.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(training.report.time, "perf_counter", lambda: clock[0])
     total, step_s, eval_s, eval_every = 1000, 0.1, 5.0, 300
     console = Console(enabled=True, interactive=False, plain_every=10.0)
     console.start(1, total)  # called after the first step
@@ -75,7 +76,7 @@ def test_the_first_logged_throughput_leaves_the_first_step_out(tmp_path, monkeyp
     counted)."""
     clock = types.SimpleNamespace(now=0.0)
     monkeypatch.setattr(
-        training.console, "time", types.SimpleNamespace(perf_counter=lambda: clock.now)
+        training.report, "time", types.SimpleNamespace(perf_counter=lambda: clock.now)
     )
     real_step = Trainer.train_step
 

@@ -1,4 +1,5 @@
-"""training/device.py: a CPU run asks nothing of CUDA; device=cuda without CUDA is one line."""
+"""Choosing the device (model/device.py, training/distributed.py): a CPU run asks
+nothing of CUDA; device=cuda without CUDA is one line."""
 
 import sys
 from pathlib import Path

@@ -9,10 +9,11 @@ import torch
 
 from conftest import ON_CUDA, ROOT, TIMEOUT_S, read_scalars, tiny_overrides, torchrun
 from model import GPT, GPTConfig
-from training import load_checkpoint, load_config, train
+from model.checkpoint import load_checkpoint
+from training import load_config, train
 from training.config import TrainConfig
 from training.optim import build_optimizer
-from training.run_writer import TRAIN_LOSS
+from viz.run_events import TRAIN_LOSS
 
 
 def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):

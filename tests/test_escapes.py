@@ -13,9 +13,9 @@ import sample
 from conftest import sharp_model
 from data.escapes import ESCAPES_HELP, unescape
 from data.tokenizer import CharTokenizer
-from training.checkpoint import save_checkpoint
+from model.checkpoint import save_checkpoint
 from training.config import ConfigError, load_config
-from training.prompts import usable_prompt
+from training.run_writer import usable_prompt
 
 TYPED = [  # as typed in a shell between single quotes -> the text meant
     (r"int main(void)\n{", "int main(void)\n{"),

@@ -13,9 +13,10 @@ import data.batches
 import evaluate
 from conftest import ROOT, TEST_DEVICE, read_scalars, shakespeare, tiny_overrides
 from data import CorpusError
-from training import CheckpointError, ConfigError, load_checkpoint, load_config, train
-from training.checkpoint import check_resume, save_checkpoint
-from training.run_writer import VAL_FULL_BPC, VAL_FULL_LOSS
+from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from training import ConfigError, load_config, train
+from training.checkpoint import check_resume
+from viz.run_events import VAL_FULL_BPC, VAL_FULL_LOSS
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,7 @@ import torch
 import export
 import sample
 from conftest import ROOT, made_korean_text, sharp_model, tiny_overrides
-from training import load_checkpoint, model_from_checkpoint
-from training.checkpoint import save_checkpoint
+from model.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from training.config import load_config
 from training.loop import train
 

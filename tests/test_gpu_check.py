@@ -52,7 +52,7 @@ def test_quick_cpu_check_runs_every_step_and_writes_the_table(tmp_path, shakespe
     assert "process group of 1 (gloo), 6 steps, val" in rows["2"][2]
     recipe = rows["3"][2]
     assert "val <= 4.05 at step " in recipe and "; 10/10 steps; wall " in recipe
-    assert ", samples+heatmaps " in recipe  # the run's time split (training/run_clock.py)
+    assert ", samples+heatmaps " in recipe  # the run's time split (training/report.py)
     assert "best val 3." in recipe
     modern = rows["4"][2]
     assert "SIGTERM 4 s after the start" in rows["4"][0] and ", reference recipe " in modern

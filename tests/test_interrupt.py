@@ -1,11 +1,13 @@
-"""training/interrupt.py: Ctrl-C and SIGTERM save at the step's end; the run resumes exactly."""
+"""Ctrl-C and SIGTERM save at the step's end; the run resumes exactly
+(training/distributed.py's StopRequest)."""
 
 import signal
 
 import pytest
 
 from conftest import shakespeare, tiny_overrides
-from training import load_checkpoint, load_config, train
+from model.checkpoint import load_checkpoint
+from training import load_config, train
 from training.loop import Trainer
 
 RESUME = {"model.dropout": 0.1, "train.lr_decay_iters": 10, "train.warmup_iters": 3}

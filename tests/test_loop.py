@@ -1,7 +1,8 @@
 """training/loop.py: a run evaluates and checkpoints at its end, whatever its eval_interval."""
 
 from conftest import tiny_overrides
-from training import load_checkpoint, load_config, train
+from model.checkpoint import load_checkpoint
+from training import load_config, train
 
 
 def test_eval_interval_longer_than_the_run_still_evaluates(tmp_path, shakespeare_path):

@@ -1,12 +1,15 @@
-"""training/nonfinite.py: a NaN or infinite loss stops the run, keeping the last good checkpoint."""
+"""A NaN or infinite loss stops the run, keeping the last good checkpoint
+(training/distributed.py's NonFiniteWatch)."""
 
 import pytest
 import torch
 
 from conftest import tiny_overrides
 from model import GPT
-from training import load_checkpoint, load_config
-from training.loop import NonFiniteLossError, Trainer
+from model.checkpoint import load_checkpoint
+from training import load_config
+from training.distributed import NonFiniteLossError
+from training.loop import Trainer
 
 
 def nan_at_training_call(model: GPT, at: int) -> None:

@@ -14,9 +14,9 @@ from conftest import tiny_overrides
 from data import CharTokenizer, CorpusError, prepare_corpus
 from data.normalization import continues_cluster, joins_previous, safe_cut
 from model import GPT, GPTConfig
-from training import ConfigError, load_checkpoint, load_config, model_from_checkpoint, train
-from training.checkpoint import save_checkpoint
-from training.prompts import PromptFallbackWarning, usable_prompt
+from model.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from training import ConfigError, load_config, train
+from training.run_writer import PromptFallbackWarning, usable_prompt
 
 PROMPT = "새가 하늘을"
 

@@ -14,8 +14,8 @@ from training.optim import (
     orthogonalize,
     parameter_groups,
 )
-from training.run_writer import TRAIN_LR
 from training.schedule import learning_rate_at, scheduled_learning_rate, wsd_learning_rate_at
+from viz.run_events import TRAIN_LR
 
 
 def test_schedule_key_points():

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from conftest import tiny_overrides
+from model.checkpoint import load_checkpoint, save_checkpoint
 from training import load_config, train
-from training.checkpoint import load_checkpoint, save_checkpoint
+from training.checkpoint import CORPUS_KEY
 from training.config import ConfigError
-from training.corpus_record import CORPUS_KEY
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ rank: the global seed had no rank offset), from the same initial weights."""
 import torch
 
 from conftest import ROOT, torchrun
-from training.rng import seed_rank_stream
+from training.checkpoint import seed_rank_stream
 
 
 def test_two_ranks_drop_different_units(tmp_path, shakespeare_path):

@@ -1,4 +1,4 @@
-"""The run's time split (training.run_clock): the parts add up to the wall time, the
+"""The run's time split (training.report.RunClock): the parts add up to the wall time, the
 compile estimate, waits for the device at part boundaries only, and a tiny run's
 end-of-run line and time/ scalars, all on fake time."""
 
@@ -8,8 +8,8 @@ import pytest
 
 from conftest import read_scalars, tiny_overrides
 from training import load_config, train
-from training.run_clock import PARTS, RunClock, split_line
-from training.run_writer import TIME_PART, TIME_WALL
+from training.report import PARTS, RunClock, split_line
+from viz.run_events import TIME_PART, TIME_WALL
 
 
 class FakeClock:

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import tiny_overrides
 from data import CorpusError
-from training import ConfigError, load_checkpoint, load_config, train
+from model.checkpoint import load_checkpoint
+from training import ConfigError, load_config, train
 from training.run_folder import RunFolder
 
 

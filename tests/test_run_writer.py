@@ -14,7 +14,8 @@ from werkzeug.test import Client
 
 from conftest import tiny_overrides
 from training import load_config, train
-from training.run_writer import ATTENTION_IMAGE, SAMPLE_TEXT, RunWriter, tensorboard_command
+from training.run_writer import RunWriter, tensorboard_command
+from viz.run_events import ATTENTION_IMAGE, SAMPLE_TEXT
 
 STEPS = [10 * s for s in range(1, 16)]  # 15 evaluations
 

@@ -12,9 +12,9 @@ import pytest
 
 import sample
 from conftest import ROOT, TEST_DEVICE, sharp_model, tiny_overrides
+from model.checkpoint import save_checkpoint
 from model.engine import CHUNK
 from training import load_config, train
-from training.checkpoint import save_checkpoint
 
 SEPARATOR = "\n" + "-" * 40 + "\n"
 
@@ -191,7 +191,7 @@ def test_a_missing_checkpoint_says_what_to_do(tmp_path):
     """Each kind of folder without the checkpoint gets its own fix: train a run, wait
     for its first evaluation (the step from its config.yaml), or use ckpt.pt."""
     from cli.checkpoint_args import resolve_checkpoint_path
-    from training.checkpoint import CheckpointError
+    from model.checkpoint import CheckpointError
 
     def hint(out_dir, name="ckpt.pt"):
         with pytest.raises(CheckpointError) as e:

@@ -11,8 +11,8 @@ import math
 import pytest
 from torch import nn
 
-from training.averaging import WeightAverage
 from training.config import ConfigError, TrainConfig, load_config
+from training.optim import WeightAverage
 from training.schedule import schedule_notices, scheduled_learning_rate
 
 

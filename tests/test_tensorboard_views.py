@@ -13,21 +13,25 @@ from tensorboard.plugins.hparams import metadata
 import plot_losses
 from conftest import TEST_DEVICE, shakespeare, tiny_overrides
 from data import CharTokenizer
-from training import ConfigError, load_checkpoint, load_config, model_from_checkpoint, train
-from training.prompts import PromptFallbackWarning, usable_prompt
+from model.checkpoint import load_checkpoint, model_from_checkpoint
+from training import ConfigError, load_config, train
 from training.run_writer import (
-    ATTENTION_IMAGE,
     HPARAMS_METRICS,
+    PromptFallbackWarning,
+    TensorBoardViews,
+    usable_prompt,
+)
+from viz.grid_layout import GridLayout, label_inches, panel_inches
+from viz.loss_plot import LOSS_TAGS, loss_figure
+from viz.run_events import (
+    ATTENTION_IMAGE,
     SAMPLE_TEXT,
     TRAIN_LOSS,
     VAL_BEST_LOSS,
     VAL_BPC,
     VAL_LOSS,
+    read_scalar_curves,
 )
-from training.tensorboard_views import TensorBoardViews
-from viz.grid_layout import GridLayout, label_inches, panel_inches
-from viz.loss_plot import LOSS_TAGS, loss_figure
-from viz.run_events import read_scalar_curves
 
 ATTENTION_PROMPT = "To be, or not"
 

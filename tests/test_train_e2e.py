@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from conftest import ROOT, TEST_DEVICE, read_scalars, tiny_overrides
-from training import ConfigError, load_checkpoint, load_config, train
-from training.run_writer import (
+from model.checkpoint import load_checkpoint
+from training import ConfigError, load_config, train
+from viz.run_events import (
     TRAIN_GRAD_NORM,
     TRAIN_LOSS,
     TRAIN_LR,

@@ -1,5 +1,8 @@
 """Training: run configuration, optimizer, schedule, evaluation, checkpoints, the loop.
 
+Reading a checkpoint needs no trainer: `model.checkpoint` has `load_checkpoint`,
+`model_from_checkpoint` and `CheckpointError`.
+
 The names below are imported on first use (PEP 562): importing one module of the
 package (the run config, say) does not load the loop and TensorBoard.
 """
@@ -7,13 +10,10 @@ package (the run config, say) does not load the loop and TensorBoard.
 import importlib
 
 _HOMES = {
-    "CheckpointError": "training.checkpoint",
     "ConfigError": "training.config",
     "RunConfig": "training.config",
-    "TrainResult": "training.loop",
-    "load_checkpoint": "training.checkpoint",
+    "TrainResult": "training.report",
     "load_config": "training.config",
-    "model_from_checkpoint": "training.checkpoint",
     "train": "training.loop",
 }
 __all__ = sorted(_HOMES)

@@ -1,35 +1,47 @@
-"""Checkpoints for training: atomic writes, everything a run needs to resume, and the
-check that it may.
+"""Checkpoints for training: what a run saves to resume exactly, and the checks a
+resume must pass.
 
 The format (a plain dict that ``torch.load(..., weights_only=True)`` reads; its keys
-are listed in model/checkpoint.py), `load_checkpoint` and `model_from_checkpoint` live
-in model/checkpoint.py, where inference reads them without the trainer; they are
-importable from here too.
-`checkpoint_contents` and `training_state` build it; `check_resume` says whether a run
-may continue from it, `restore_training_state` puts the optimizer and RNGs back.
+are listed in model/checkpoint.py), the atomic `save_checkpoint`, `load_checkpoint`
+and `model_from_checkpoint` live in model/checkpoint.py, where inference reads them
+without the trainer. Here:
+
+- `checkpoint_contents` and `training_state` build a checkpoint; `check_resume` says
+  whether a run may continue from one, `restore_training_state` puts the weights, the
+  optimizer and the RNGs back.
+- The random number generators: seeding them all, and capturing and restoring their
+  states, so that a resumed run draws the same numbers as an uninterrupted one.
+- The corpus record, the checkpoint's ``corpus`` entry:
+
+      files    [[name, size in bytes, sha256 hex], ...] of data.path's files, in order
+      splits   {"train": [characters, sha256 hex of the token ids], "val": [...],
+                "test": [...]}
+
+  An added, removed or edited file, or lines shuffled in one, would otherwise resume
+  without a word, and text the run validated on could become training text. A resume
+  where a split's text differs is refused, naming what changed (a renamed file that
+  leaves every split's text as it was is no change); ``train.accept_changed_corpus=true``
+  goes on anyway, says so at the start, and the run's checkpoints then record the new
+  corpus. A checkpoint written before this entry existed resumes, with a note that its
+  corpus could not be checked.
 """
 
 import dataclasses
+import hashlib
+import random
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from data.batches import BatchSampler
+from data.corpus import Corpus
 from data.tokenizer import CharTokenizer
 from model import GPT, GPTConfig
-from model.checkpoint import (  # noqa: F401  (the format lives with the model; names kept here)
-    CHECKPOINT_FORMAT,
-    COMPILED_PREFIX,
-    CheckpointError,
-    load_checkpoint,
-    model_from_checkpoint,
-    save_checkpoint,
-    strip_compiled_prefix,
-)
-from training.averaging import WeightAverage
+from model.checkpoint import strip_compiled_prefix
 from training.config import ConfigError, RunConfig, flatten, keys_marked
 from training.distributed import DistContext, gather_to_main
-from training.rng import capture_rng_state, restore_rng_state
+from training.optim import WeightAverage
 
 # Everything in GPTConfig that fixes the weights' shapes or meaning (not dropout).
 ARCHITECTURE_KEYS = tuple(
@@ -176,3 +188,176 @@ def restore_training_state(
     state = saved["ranks"][dist.rank]
     sampler.load_state_dict(state["sampler"])
     restore_rng_state(state, device)
+
+
+# A prime above any number of ranks: rank r's dropout seed is seed + r x this (mod 2**32).
+RANK_SEED_STRIDE = 1_000_003
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and torch's global RNGs (torch seeds CUDA too)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def seed_rank_stream(seed: int, rank: int) -> None:
+    """Give data-parallel rank ``rank`` its own torch RNG stream (dropout's masks), once
+    the weights are drawn: ranks then start from the same weights but drop different
+    units, as one process with their whole batch would. Rank 0 keeps the stream of a
+    single-process run (same losses); rank r > 0 is seeded with (seed + r x
+    RANK_SEED_STRIDE) mod 2**32 (torch's CPU generator keeps 32 bits of a seed), a
+    value no rank's batch sampler (seed + r) is seeded with.
+    """
+    if rank:
+        torch.manual_seed((seed + rank * RANK_SEED_STRIDE) % 2**32)  # CUDA's generators too
+
+
+def capture_rng_state(device: torch.device) -> dict:
+    """Every global RNG state (python, numpy, torch CPU, and CUDA when training on it),
+    as checkpoint-safe values."""
+    np_state = np.random.get_state(legacy=False)
+    state = {
+        "python": random.getstate(),
+        "numpy": {
+            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+            "pos": np_state["state"]["pos"],
+            "has_gauss": np_state["has_gauss"],
+            "gauss": np_state["gauss"],
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict, device: torch.device) -> None:
+    """Restore states saved by `capture_rng_state` (CUDA ones only when on CUDA)."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    np_state = state["numpy"]
+    np.random.set_state(
+        {
+            "bit_generator": "MT19937",
+            "state": {"key": np_state["key"].numpy().astype(np.uint32), "pos": np_state["pos"]},
+            "has_gauss": np_state["has_gauss"],
+            "gauss": np_state["gauss"],
+        }
+    )
+    torch.set_rng_state(state["torch"].cpu())
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+CORPUS_KEY = "corpus"  # the checkpoint's entry
+HASH_BLOCK_BYTES = 8 << 20
+SHOWN_FILES = 5  # file names listed per kind of change; the rest are counted
+
+
+def split_digest(ids: np.ndarray) -> str:
+    """sha256 (hex) of a split's token ids as bytes. A split mapped from the cache's
+    token file is read from the file, block by block (touching a memory map's pages
+    would count them as this process's memory, see `data.batches`)."""
+    digest = hashlib.sha256()
+    if isinstance(ids, np.memmap) and ids.filename is not None and len(ids):
+        remaining = len(ids) * ids.itemsize
+        with open(ids.filename, "rb") as f:
+            f.seek(ids.offset)
+            while remaining > 0:
+                block = f.read(min(HASH_BLOCK_BYTES, remaining))
+                if not block:
+                    break
+                digest.update(block)
+                remaining -= len(block)
+        return digest.hexdigest()
+    step = max(1, HASH_BLOCK_BYTES // max(1, ids.itemsize))
+    for start in range(0, len(ids), step):
+        digest.update(np.ascontiguousarray(ids[start : start + step]).tobytes())
+    return digest.hexdigest()
+
+
+def corpus_record(corpus: Corpus) -> dict:
+    """The checkpoint's ``corpus`` entry for ``corpus`` (see the module docstring)."""
+    splits = {"train": corpus.train_ids, "val": corpus.val_ids, "test": corpus.test_ids}
+    return {
+        "files": [[name, size, sha] for name, size, sha in corpus.files],
+        "splits": {name: [len(ids), split_digest(ids)] for name, ids in splits.items()},
+    }
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:SHOWN_FILES])
+    more = len(names) - SHOWN_FILES
+    return shown + (f" and {more:,} more" if more > 0 else "")
+
+
+def corpus_changes(saved: dict, current: dict) -> list[str]:
+    """What differs between two ``corpus`` records, one line per kind of change:
+    files added, removed or edited, and the splits whose text differs. Nothing when
+    every split's text is the same (files renamed, or moved to another folder, give
+    the run the same text)."""
+    words = {"train": "training", "val": "validation", "test": "test"}
+    splits = []
+    for split, word in words.items():
+        (n_old, sha_old), (n_new, sha_new) = saved["splits"][split], current["splits"][split]
+        if sha_old != sha_new:
+            sizes = f"{n_old:,} -> {n_new:,} characters" if n_old != n_new else "same length"
+            splits.append(f"the {word} split's text differs ({sizes})")
+    if not splits:
+        return []
+    old = {name: (size, sha) for name, size, sha in saved["files"]}
+    new = {name: (size, sha) for name, size, sha in current["files"]}
+    changes = []
+    added = [name for name in new if name not in old]
+    removed = [name for name in old if name not in new]
+    edited = [name for name in new if name in old and new[name] != old[name]]
+    if added:
+        changes.append(f"files added: {_names(added)}")
+    if removed:
+        changes.append(f"files removed: {_names(removed)}")
+    if edited:
+        changes.append(f"files changed: {_names(edited)}")
+    return changes + splits
+
+
+def check_corpus_on_resume(ckpt: dict, current: dict, accept: bool, path: Path) -> list[str]:
+    """Whether a run may resume from ``ckpt`` on the corpus whose record is ``current``.
+
+    Args:
+        ckpt: the loaded checkpoint.
+        current: `corpus_record` of the corpus the run reads now.
+        accept: train.accept_changed_corpus.
+        path: the checkpoint's file, for the messages.
+
+    Returns:
+        Lines to say at the start: that a changed corpus was accepted, or that the
+        checkpoint predates corpus records; none for the same corpus.
+
+    Raises:
+        ConfigError: naming what changed and the ways to go on, if the corpus differs
+            and ``accept`` is False.
+    """
+    saved = ckpt.get(CORPUS_KEY)
+    if saved is None:
+        return [
+            f"note: {path} was written before checkpoints recorded their corpus: the "
+            "corpus cannot be checked against the run's (the checkpoints this run "
+            "writes record it)"
+        ]
+    changes = corpus_changes(saved, current)
+    if not changes:
+        return []
+    if accept:
+        return [
+            "note: train.accept_changed_corpus=true: resuming on a corpus that changed since "
+            f"step {ckpt['iter_num']} (" + "; ".join(changes) + "): validation losses from "
+            "before and after do not compare"
+        ]
+    raise ConfigError(
+        f"cannot resume from {path}: the corpus has changed since the checkpoint was "
+        "written:\n  - " + "\n  - ".join(changes) + "\nIts validation losses would not "
+        "compare, and text the run validated on may now be training text. Resume on the "
+        "corpus as it was; or start a new run (train.resume=false train.overwrite=true, "
+        "or another out_dir); or go on with this corpus: train.accept_changed_corpus=true"
+    )

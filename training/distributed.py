@@ -1,4 +1,6 @@
-"""Data-parallel training with PyTorch Distributed (DistributedDataParallel).
+"""The processes of a run: the device each one trains on, data parallelism with PyTorch
+Distributed (DistributedDataParallel), and the two things every rank must agree on
+between steps: a stop request (Ctrl-C, SIGTERM) and a loss that is no longer finite.
 
 Launch with torchrun, which sets RANK, LOCAL_RANK and WORLD_SIZE for each process:
 
@@ -13,17 +15,42 @@ A torchrun job of one process (``--nproc_per_node=1``) joins a process group of 
 too, and runs every collective through it: its losses are those of a plain run, and a
 machine with one GPU can check the NCCL path (bench/gpu_check.py does). ``python
 train.py`` sets none of the variables and never joins a group.
+
+Ctrl-C or SIGTERM asks the loop to stop at the end of a step and save (`StopRequest`);
+data-parallel ranks agree on it at log intervals, so that all leave at the same step.
+
+A NaN or infinite loss stops the run without slowing every step down (`NonFiniteWatch`):
+reading a loss on the host waits for the device, so each step records, on the device,
+the first step whose loss was not finite (no wait); the record is read, and all ranks
+agree on it, before every log and every save, so that no non-finite model is ever
+logged as fine or written to a checkpoint.
 """
 
 import os
+import signal
+import sys
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from model import device as model_device
 from training.config import ConfigError
-from training.device import resolve_device
+
+
+def resolve_device(name: str) -> torch.device:
+    """`model.device.resolve_device`, with its errors as ConfigError for the run config.
+
+    Raises:
+        ConfigError: for an unknown name or a device that is not available here.
+    """
+    try:
+        return model_device.resolve_device(name)
+    except model_device.DeviceError as e:
+        raise ConfigError(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -143,3 +170,116 @@ def wrap_for_data_parallel(
         return module
     ids = [device.index] if device.type == "cuda" else None
     return DistributedDataParallel(module, device_ids=ids)
+
+
+class StopRequest:
+    """Context manager that turns the first Ctrl-C (SIGINT) or SIGTERM into a flag,
+    ``requested``, which the training loop checks between iterations so it can save
+    a consistent checkpoint. A second Ctrl-C aborts at once (KeyboardInterrupt),
+    except while ``saving`` is True: a checkpoint being written is never cut short.
+
+    Outside the main thread (where Python cannot install signal handlers) it does
+    nothing and ``requested`` stays False.
+
+    Attributes:
+        requested: a stop was asked for.
+        signum: the signal that asked (for the exit status 128 + signum), or None.
+        saving: set by the loop around the final save.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self.signum = None
+        self.saving = False
+        self._previous = {}
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            if self.saving:
+                print("\nstill saving the checkpoint; please wait", file=sys.stderr, flush=True)
+                return
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            return
+        self.requested = True
+        self.signum = signum
+        print(
+            "\nstopping after this step and saving a checkpoint (Ctrl-C again to abort "
+            "without saving)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def agreed(self, ctx: DistContext, step: int, every: int, device: torch.device) -> bool:
+        """Whether to stop before the next step. A single process checks its own flag
+        every step; data-parallel ranks agree (any rank stopping stops all) every
+        ``every`` steps, so that they all leave the loop at the same step.
+
+        Args:
+            ctx: this process's place in the job.
+            step: optimizer steps done.
+            every: how often ranks compare flags (the log interval).
+            device: where the collective's tensor lives.
+        """
+        if not ctx.enabled:
+            return self.requested
+        if step % every:
+            return False
+        flag = torch.tensor(float(self.requested), device=device)
+        return bool(all_reduce(flag, ctx, op=dist.ReduceOp.MAX))
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+class NonFiniteWatch:
+    """The device-side record of the first non-finite training loss.
+
+    Args:
+        device: where the losses live.
+    """
+
+    def __init__(self, device: torch.device):
+        # First iteration (1-based, as logged) whose loss was NaN/inf, or -1.
+        self.first_bad_step = torch.full((), -1, dtype=torch.long, device=device)
+
+    def record(self, loss: torch.Tensor, step: int) -> None:
+        """Note ``loss`` (a 0-dim device tensor) of 0-based ``step``; no host sync."""
+        newly_bad = (self.first_bad_step < 0) & ~torch.isfinite(loss)
+        self.first_bad_step = torch.where(newly_bad, step + 1, self.first_bad_step)
+
+    def check(self, ctx: DistContext, checkpoint: Path) -> None:
+        """Raise if any rank has recorded a non-finite loss (a collective: every rank
+        must call it).
+
+        Args:
+            ctx: this process's place in the job.
+            checkpoint: the run's ckpt.pt, to say whether a good one is kept.
+
+        Raises:
+            NonFiniteLossError: naming the step, with what to change.
+        """
+        bad_step = int(all_reduce(self.first_bad_step.clone(), ctx, op=dist.ReduceOp.MAX))
+        if bad_step >= 0:
+            kept = (
+                f"the last good checkpoint in {checkpoint.parent} is kept"
+                if checkpoint.is_file()
+                else "no checkpoint had been written yet"
+            )
+            raise NonFiniteLossError(
+                f"the training loss became NaN or infinite at iteration {bad_step}; "
+                f"training stopped and {kept}. Lower train.learning_rate, raise "
+                "train.warmup_iters, or set train.grad_clip."
+            )

@@ -19,27 +19,8 @@ from torch import nn
 
 from data.batches import EvaluationWindows
 from data.corpus import Corpus
-from model.scoring import (
-    EVAL_LOGITS_FLOOR,
-    nats_to_bits,
-    rows_per_forward,
-    summed_loss,
-    windows_loss,
-)
-from training.distributed import DistContext, all_reduce
-from training.nonfinite import NonFiniteLossError
-
-# The scoring itself is `model.scoring`'s (evaluate.py scores without the trainer); its
-# names are importable from here too.
-__all__ = [
-    "EVAL_LOGITS_FLOOR",
-    "Evaluator",
-    "WholeSplitStopped",
-    "nats_to_bits",
-    "rows_per_forward",
-    "summed_loss",
-    "windows_loss",
-]
+from model.scoring import nats_to_bits, rows_per_forward, windows_loss
+from training.distributed import DistContext, NonFiniteLossError, all_reduce
 
 
 class WholeSplitStopped(Exception):

@@ -1,16 +1,33 @@
 """The training loop: batch -> forward -> loss -> backward -> optimizer step, with
-periodic evaluation, checkpoints and TensorBoard logging.
+periodic evaluation and checkpoints.
 
     from training import load_config, train
     result = train(load_config("configs/shakespeare_char_cpu.yaml", ["train.max_iters=100"]))
 
-The pieces it uses, one module each: the run folder's rules (`training.run_folder`),
-what a checkpoint holds and when a resume is allowed (`training.checkpoint`), the
-learning-rate schedule (`training.schedule`), evaluation (`training.evaluate`), what
-TensorBoard shows (`training.run_writer`, `training.tensorboard_views`), what is
-printed (`training.console`), where the wall time goes (`training.run_clock`), data
-parallelism (`training.distributed`), the NaN check (`training.nonfinite`) and Ctrl-C
-(`training.interrupt`).
+`Trainer.run` is the loop, in the order of nanoGPT's train.py: the learning rate, the
+micro-steps, clipping and the optimizer step (`Trainer.train_step`), the log, and every
+train.eval_interval steps an evaluation and a checkpoint (`Trainer.evaluate_and_save`);
+a stop request (Ctrl-C, SIGTERM) is checked before each step. What is printed, timed
+and written to TensorBoard around the steps goes through one `training.report.Reporter`.
+
+torch.compile (train.compile) on CPU is set up so that a compiled run repeats exactly.
+The gradient of the token embedding adds each position's (n_embd,) gradient into the
+row of its token id, and many positions share an id. Inductor's generated C++ kernel
+for that sum splits the B*T positions across OpenMP threads that add into shared rows
+with atomic instructions, so the order of the additions, and with it the float
+rounding, changes from one call to the next: two identical runs of the CPU recipe
+differed by about 1e-6 in the loss from step 3 on, and a resumed run drifted from an
+uninterrupted one. With ``torch.use_deterministic_algorithms(True)``, Inductor calls
+``aten.index_put_`` there instead, which then adds on one thread in position order
+(without the setting it too adds with atomics on several threads). The setting is
+process-wide and compiled graphs are guarded on it, and the compiled code runs at every
+step and evaluation, so it stays on while the `Trainer` lives and is put back as it
+was when the trainer closes (`deterministic_algorithms`). The rest of the compiled step
+already repeats exactly on one machine with the same number of threads: other
+reductions keep one partial sum per thread and add them in thread order, dropout draws
+its seeds from torch's generator (which the checkpoint saves), and evaluation,
+compiled separately for no_grad and its batch sizes, leaves the training graph as it
+was.
 """
 
 import contextlib
@@ -18,50 +35,76 @@ import copy
 import dataclasses
 import functools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from data import BatchSampler, prepare_corpus
 from model import GPT, GPTConfig
-from training.averaging import WeightAverage
+from model.checkpoint import BEST_NAME, CKPT_NAME, load_checkpoint, save_checkpoint
+from model.device import autocast_context
 from training.checkpoint import (
+    CORPUS_KEY,
+    check_corpus_on_resume,
     check_resume,
     checkpoint_contents,
-    load_checkpoint,
+    corpus_record,
     restore_training_state,
-    save_checkpoint,
+    seed_everything,
+    seed_rank_stream,
     training_state,
 )
-from training.compile import compile_model
 from training.config import RunConfig
-from training.console import Console, Throughput, start_lines
-from training.corpus_record import CORPUS_KEY, check_corpus_on_resume, corpus_record
-from training.device import autocast_context
-from training.distributed import (
-    all_reduce,
-    init_distributed,
-    shutdown_distributed,
-    wrap_for_data_parallel,
-)
+from training.distributed import init_distributed, shutdown_distributed, wrap_for_data_parallel
 from training.evaluate import Evaluator, WholeSplitStopped
-from training.interrupt import StopRequest
-from training.nonfinite import NonFiniteLossError, NonFiniteWatch
-from training.optim import build_optimizer
-from training.result import TrainResult
-from training.rng import seed_everything, seed_rank_stream
-from training.run_clock import RunClock, device_sync, split_line
-from training.run_folder import BEST_NAME, CKPT_NAME, RunFolder
-from training.run_writer import RunWriter, tensorboard_line
+from training.optim import WeightAverage, build_optimizer
+from training.report import Reporter, TrainResult, start_lines
+from training.run_folder import RunFolder
+from training.run_writer import TensorBoardViews, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
-from training.tensorboard_views import TensorBoardViews
 
-__all__ = ["NonFiniteLossError", "TrainResult", "Trainer", "train"]
+
+@contextlib.contextmanager
+def deterministic_algorithms() -> Iterator[None]:
+    """torch's deterministic algorithms on for the ``with`` block, and afterwards as they
+    were (see the module docstring for why a compiled CPU run needs them).
+
+    ``warn_only``: an operation with no deterministic version warns, naming itself,
+    instead of stopping the run.
+    """
+    before = torch.are_deterministic_algorithms_enabled()
+    warn_only_before = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before, warn_only=warn_only_before)
+
+
+def compile_model(model: nn.Module, device: torch.device, scope: contextlib.ExitStack) -> nn.Module:
+    """``torch.compile(model)``; on CPU with torch's deterministic algorithms on until
+    ``scope`` closes (see the module docstring). On CUDA nothing is set: its kernels
+    are not made reproducible here.
+
+    Args:
+        model: the uncompiled model, already on ``device``; its forward takes
+            (B, T) token ids and optional (B, T) targets.
+        device: where it trains.
+        scope: what the trainer puts back when it closes.
+
+    Returns:
+        The compiled module (its state_dict keys carry the ``_orig_mod.`` prefix).
+    """
+    if device.type == "cpu":
+        scope.enter_context(deterministic_algorithms())
+    return torch.compile(model)
 
 
 class Trainer:
-    """Owns everything a run needs: corpus, model, optimizer, batch sampler, writer.
+    """Owns everything a run needs: corpus, model, optimizer, batch sampler, reporter.
 
     Construction does all the checking and loading (so bad input fails before any
     training, and leaves nothing behind); `run` trains. Under torchrun each rank
@@ -71,12 +114,12 @@ class Trainer:
     Args:
         cfg: a validated RunConfig (see `training.config.load_config`).
         clock: seconds from a fixed origin, for the run's time split (see
-            `training.run_clock`); tests pass fake time.
+            `training.report.RunClock`); tests pass fake time.
 
     Raises:
         ConfigError: for an unusable device, out_dir, vocab_size or resume.
         data.CorpusError: for an unusable corpus.
-        training.checkpoint.CheckpointError: for an unreadable checkpoint on resume.
+        model.checkpoint.CheckpointError: for an unreadable checkpoint on resume.
     """
 
     def __init__(self, cfg: RunConfig, clock=time.perf_counter):
@@ -85,8 +128,10 @@ class Trainer:
         self.given_cfg = cfg
         self.cfg = copy.deepcopy(cfg)
         self.dist, self.device = init_distributed(cfg.device)
-        self.clock = RunClock(device_sync(self.device), clock)  # from here on: "setup"
-        self.first_step = 0  # the step this call of `run` starts from
+        self.report = Reporter(self.cfg, self.dist, self.device, clock)  # the clock starts
+        self.result = self.report.result
+        # Process-wide settings this run changes, put back by `close`.
+        self.scope = contextlib.ExitStack()
         self.out_dir = Path(cfg.out_dir)
         tc = cfg.train
         self.folder = RunFolder(self.out_dir, tc.resume, tc.overwrite, lock=self.dist.is_main)
@@ -99,16 +144,13 @@ class Trainer:
     def _build(self, cfg: RunConfig) -> None:
         """Corpus, model, optimizer, sampler, evaluation: everything after the folder."""
         seed_everything(cfg.seed)
-        self.console = Console(enabled=self.dist.is_main)
         # Mixed precision for this device (bf16 on CUDA, else a no-op).
         self.autocast = functools.partial(autocast_context, self.device)
-        d, tc, dist = cfg.data, cfg.train, self.dist
+        d, tc, dist, say = cfg.data, cfg.train, self.dist, self.report.say
         # DataConfig's keys are prepare_corpus's arguments, by name.
-        show_progress = dist.is_main and self.console.interactive
-        self.corpus = prepare_corpus(
-            **dataclasses.asdict(d), progress=show_progress, say=self.console.say
-        )
-        self.console.say(self.corpus.origin)
+        show_progress = dist.is_main and self.report.console.interactive
+        self.corpus = prepare_corpus(**dataclasses.asdict(d), progress=show_progress, say=say)
+        say(self.corpus.origin)
         self.corpus.check_fits(cfg.model.block_size, cfg.model.vocab_size)
         cfg.model.vocab_size = self.corpus.tokenizer.vocab_size
         resume_path = self.folder.resume_path
@@ -133,10 +175,12 @@ class Trainer:
         # by DDP under torchrun, for the training step only (DDP's forward expects a
         # backward pass to follow).
         self.model = GPT(GPTConfig(**vars(cfg.model))).to(self.device)
-        self.average = None  # weight averaging (train.ema_decay), see training.averaging
+        self.average = None  # weight averaging (train.ema_decay), see training.optim
         if tc.ema_decay > 0:
             self.average = WeightAverage(self.model, tc.ema_decay, tc.ema_start)
-        self.fast_model = compile_model(self.model, self.device) if tc.compile else self.model
+        self.fast_model = self.model
+        if tc.compile:
+            self.fast_model = compile_model(self.model, self.device, self.scope)
         self.train_model = wrap_for_data_parallel(self.fast_model, dist, self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
         seed_rank_stream(cfg.seed, dist.rank)  # same weights, each rank its own dropout
@@ -146,7 +190,6 @@ class Trainer:
         self.sampler = BatchSampler(
             self.corpus.train_ids, block_size, tc.batch_size, seed, self.device
         )
-        self.result = TrainResult(out_dir=self.out_dir, rank=dist.rank)
         if ckpt:  # on resume, the architecture is checked equal: only dropout may differ
             restore_training_state(
                 ckpt, self.model, self.average, self.optimizer, self.sampler, dist, self.device
@@ -154,11 +197,35 @@ class Trainer:
             self.result.iter_num = ckpt["iter_num"]
             self.result.best_val_loss = ckpt["best_val_loss"]
         self.evaluator = Evaluator(self.corpus, cfg, dist, self.device, self.autocast)
-        self.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
-        self.nonfinite = NonFiniteWatch(self.device)
-        self.tokens_per_iter = tc.batch_size * tc.gradient_accumulation_steps * block_size
-        self.tokens_per_iter *= dist.world_size
-        self.writer = None  # rank 0 opens it when training starts
+        self.report.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
+
+    def run(self) -> TrainResult:
+        """Train from the current iteration to train.max_iters (see `train`)."""
+        tc, result, report = self.cfg.train, self.result, self.report
+        start = result.iter_num
+        if start >= tc.max_iters:
+            report.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
+            return result
+        if self.dist.is_main:
+            self.folder.start(self.given_cfg.to_dict())  # config.yaml
+        self.model.train()
+        with contextlib.closing(self), report.training(start, self.opening_lines(start)):
+            for step in range(start, tc.max_iters):
+                if report.stop_requested(step):
+                    break
+                with report.timing(step):  # the first step (it compiles) is timed apart
+                    loss, grad_norm, lr = self.train_step(step)
+                result.iter_num = step + 1
+                report.log(result.iter_num, loss, lr, grad_norm)
+                if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
+                    self.evaluate_and_save()
+            if not result.interrupted and tc.final_full_eval:
+                self.evaluate_whole_split()
+            if result.interrupted:
+                with report.saving_stopped_run():
+                    self.save()
+            report.end()
+        return result
 
     def train_step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, float]:
         """One optimizer step (0-based ``step``) over gradient_accumulation_steps
@@ -175,7 +242,7 @@ class Trainer:
             group["lr"] = lr * group["lr_scale"]
         loss_sum = torch.zeros((), device=self.device)
         for micro_step in range(tc.gradient_accumulation_steps):
-            with self.clock.part("data", sync=False):  # no wait for the device per step
+            with self.report.part("data", sync=False):  # no wait for the device
                 x, y = self.sampler.next_batch()
             # Under DDP, gradients are averaged across ranks on the last micro-step only.
             last = micro_step == tc.gradient_accumulation_steps - 1
@@ -187,7 +254,6 @@ class Trainer:
                     loss = loss / tc.gradient_accumulation_steps
                 loss.backward()
             loss_sum += loss.detach()
-        self.nonfinite.record(loss_sum, step)
         if tc.grad_clip > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, tc.grad_clip)
         else:
@@ -199,6 +265,17 @@ class Trainer:
             self.average.update(self.model, step + 1)
         return loss_sum, grad_norm, lr
 
+    def opening_lines(self, start: int) -> list[str]:
+        """What the run says before its first step, from step ``start``: notes on the
+        corpus, the schedule, the evaluation batch and TensorBoard, the settings a
+        resume changed, and the start line (see `training.report.start_lines`)."""
+        notes = [*self.corpus_notes, *schedule_notices(self.cfg.train)]
+        notes += [self.schedule_note, self.evaluator.note, tensorboard_line(self.cfg)]
+        n_params, tokens = self.model.num_params(), self.report.tokens_per_step
+        return start_lines(
+            self.cfg, self.dist, self.device, n_params, tokens, start, notes, self.changed_on_resume
+        )
+
     def evaluated_models(self) -> tuple[torch.nn.Module, GPT]:
         """What is evaluated, saved as the model and sampled: the weight average once
         it is under way (train.ema_decay), else the trained model. Returns (the module
@@ -207,10 +284,29 @@ class Trainer:
             return self.average.module, self.average.module
         return self.fast_model, self.model
 
+    def evaluate_and_save(self) -> None:
+        """Evaluate, write the checkpoints, and report the result (TensorBoard, console).
+
+        Raises:
+            NonFiniteLossError: if a training or the validation loss is not finite.
+        """
+        report, result = self.report, self.result
+        report.check_finite()
+        fast, shown = self.evaluated_models()
+        compiled = fast is self.fast_model and self.cfg.train.compile
+        seconds = report.seconds()
+        with report.part("eval", compiled=compiled):
+            ev = self.evaluator.evaluate(fast, result.iter_num, seconds)
+        improved = ev["val_loss"] < result.best_val_loss
+        result.best_val_loss = min(ev["val_loss"], result.best_val_loss)
+        with report.part("checkpoints"):
+            self.save(best=improved)
+        report.evaluation(ev, improved, shown)
+
     def save(self, best: bool = False) -> None:
         """Write ckpt.pt (the full training state) after checking the run is finite,
         and best.pt (weights only) if ``best``. Every rank must call it; rank 0 writes."""
-        self.nonfinite.check(self.dist, self.out_dir / CKPT_NAME)
+        self.report.check_finite()
         r, (_, shown) = self.result, self.evaluated_models()
         contents = checkpoint_contents(
             shown, self.corpus.tokenizer, self.cfg, r.iter_num, r.best_val_loss
@@ -225,142 +321,33 @@ class Trainer:
             if best:
                 save_checkpoint(contents, self.out_dir / BEST_NAME)
 
-    def evaluate_and_save(self, started: float) -> None:
-        """Evaluate, write the checkpoints, log to TensorBoard and say the result.
-
-        Raises:
-            NonFiniteLossError: if a training or the validation loss is not finite.
-        """
-        self.nonfinite.check(self.dist, self.out_dir / CKPT_NAME)
-        fast, shown = self.evaluated_models()
-        step, seconds = self.result.iter_num, time.perf_counter() - started
-        compiled = fast is self.fast_model and self.cfg.train.compile
-        with self.clock.part("eval", compiled=compiled):
-            ev = self.evaluator.evaluate(fast, step, seconds)
-        self.result.evals.append(ev)
-        val = ev["val_loss"]
-        improved = val < self.result.best_val_loss
-        self.result.best_val_loss = min(val, self.result.best_val_loss)
-        with self.clock.part("checkpoints"):
-            self.save(best=improved)
-        if self.dist.is_main:
-            self.writer.evaluation(step, val, ev["train_loss"], self.result.best_val_loss)
-            with self.clock.part("views"):
-                self.views.log_evaluation(self.writer, shown, step)
-            if step < self.cfg.train.max_iters:  # the last step's split comes at the end
-                self.writer.time_split(step, self.time_split())
-        self.console.evaluation(ev, improved)
-
-    def time_split(self) -> dict[str, float]:
-        """Seconds of this process's wall time so far in each part (setup, compile,
-        steps, data, eval, views, checkpoints, other; see `training.run_clock`)."""
-        steps_after_first = max(0, self.result.iter_num - self.first_step - 1)
-        return self.clock.split(steps_after_first, compiled=self.cfg.train.compile)
-
-    def evaluate_whole_split(self, stop: StopRequest) -> None:
-        """Score the whole validation split once, at the end of training, log it
-        (val/full_loss) and say it (see `Evaluator.final_val_loss`). A single process
-        stops scoring at Ctrl-C (the checkpoint is already written); data-parallel
-        ranks finish it."""
+    def evaluate_whole_split(self) -> None:
+        """Score the whole validation split once, at the end of training, and report it
+        (see `Evaluator.final_val_loss`); a single process stops scoring at Ctrl-C."""
         evaluated, _ = self.evaluated_models()  # the weight average once it has begun
         try:
-            with self.clock.part("eval"):
+            with self.report.part("eval"):
                 loss, how = self.evaluator.final_val_loss(
                     evaluated,
                     self.result.evals,
                     self.result.iter_num,
-                    lambda: stop.requested and not self.dist.enabled,
-                    self.console.say,
+                    self.report.stop_scoring,
+                    self.report.say,
                 )
         except WholeSplitStopped:
-            self.console.whole_split_stopped(self.out_dir)
-            return
-        self.result.full_val_loss = loss
-        if self.dist.is_main:
-            self.writer.full_evaluation(self.result.iter_num, loss)
-        self.console.whole_split(len(self.corpus.val_ids), loss, how)
-
-    def run(self) -> TrainResult:
-        """Train from the current iteration to train.max_iters (see `train`)."""
-        cfg, tc, result, dist = self.cfg, self.cfg.train, self.result, self.dist
-        start = self.first_step = result.iter_num
-        if start >= tc.max_iters:
-            self.console.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
-            return result
-        if dist.is_main:
-            self.folder.start(self.given_cfg.to_dict())
-            # On resume, drop events a stopped run may have logged after its checkpoint.
-            self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
-            self.writer.hyperparameters(self.cfg.to_dict())
-        notes = self.corpus_notes + schedule_notices(tc)
-        notes += [self.schedule_note, self.evaluator.note]
-        notes.append(tensorboard_line(cfg))
-        n_params, changed = self.model.num_params(), self.changed_on_resume
-        for line in start_lines(
-            cfg, dist, self.device, n_params, self.tokens_per_iter, start, notes, changed
-        ):
-            self.console.say(line)
-        started = time.perf_counter()
-        throughput = Throughput(self.tokens_per_iter, start)
-        self.model.train()
-        self.clock.switch("steps")
-        try:
-            with StopRequest() as stop:
-                for step in range(start, tc.max_iters):
-                    if stop.agreed(dist, step, tc.log_interval, self.device):
-                        result.interrupted, result.signal = True, stop.signum
-                        break
-                    # The first step compiles (train.compile): the clock times it apart.
-                    with self.clock.first_step() if step == start else contextlib.nullcontext():
-                        loss, grad_norm, lr = self.train_step(step)
-                    result.iter_num = step + 1
-                    if step == start:  # compiling and warm-up stay out of the bar's estimate
-                        self.console.start(result.iter_num, tc.max_iters)
-                        if result.iter_num % tc.log_interval:  # and out of the first tok/s
-                            throughput.restart(result.iter_num)
-                    fields = None
-                    if result.iter_num % tc.log_interval == 0:
-                        self.nonfinite.check(dist, self.out_dir / CKPT_NAME)
-                        # With the check above, the only host-device syncs per interval.
-                        loss = (all_reduce(loss.clone(), dist) / dist.world_size).item()
-                        rate = throughput.measure(result.iter_num)
-                        result.losses[result.iter_num] = loss
-                        if dist.is_main:
-                            self.writer.training_step(
-                                result.iter_num, loss, lr, float(grad_norm), rate
-                            )
-                        fields = {"loss": f"{loss:.4f}", "lr": f"{lr:.2e}", "tok/s": f"{rate:,.0f}"}
-                    self.console.step(result.iter_num, fields)
-                    if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
-                        self.evaluate_and_save(started)
-                        throughput.restart(result.iter_num)  # evaluation time left out
-                if not result.interrupted and tc.final_full_eval:
-                    self.evaluate_whole_split(stop)
-                if result.interrupted:
-                    stop.saving = True  # a further Ctrl-C must not cut the save short
-                    with self.clock.part("checkpoints"):
-                        self.save()
-                    self.console.interrupted(result.iter_num, self.out_dir / CKPT_NAME)
-                self.clock.switch("other")
-                result.time_split = self.time_split()
-                if dist.is_main:
-                    self.writer.time_split(result.iter_num, result.time_split)
-                self.console.say(split_line(result.time_split))
-        finally:
-            self.console.close()
-            if self.writer is not None:
-                self.writer.close()
-            self.close()
-        return result
+            loss, how = None, "stopped"  # the checkpoint is written: the report says so
+        self.report.whole_split(len(self.corpus.val_ids), loss, how)
 
     def close(self, started: bool = True) -> None:
         """Release the run folder (its lock is also released when the process ends;
-        ``started=False`` after a failed start also removes what the start created)
-        and, under DDP, the DistributedDataParallel wrapper, whose gradient reducer
-        must be gone before the process group is destroyed."""
+        ``started=False`` after a failed start also removes what the start created);
+        under DDP, drop the DistributedDataParallel wrapper, whose gradient reducer
+        must be gone before the process group is destroyed; and put back the
+        process-wide settings the run changed (torch's deterministic algorithms)."""
         self.folder.release(started)
         if isinstance(getattr(self, "train_model", None), DistributedDataParallel):
             self.train_model = self.fast_model
+        self.scope.close()
 
 
 def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
@@ -375,14 +362,14 @@ def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
     Ctrl-C or SIGTERM saves ``ckpt.pt`` and returns with ``interrupted=True``.
 
     The run ends with a line splitting its wall time (compiling, steps, evaluation,
-    samples and heatmaps, checkpoints, ...; see `training.run_clock`), also logged
-    to TensorBoard (time/...). ``clock``: the time source of that split.
+    samples and heatmaps, checkpoints, ...; see `training.report.RunClock`), also
+    logged to TensorBoard (time/...). ``clock``: the time source of that split.
 
     Returns:
         A `TrainResult`.
 
     Raises:
-        ConfigError, data.CorpusError, training.checkpoint.CheckpointError: bad input,
+        ConfigError, data.CorpusError, model.checkpoint.CheckpointError: bad input,
             before any training (see `Trainer`).
         NonFiniteLossError: if the loss becomes NaN or infinite.
     """

@@ -19,13 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from model.checkpoint import (  # noqa: F401  (named there)
-    BEST_NAME,
-    CKPT_NAME,
-    CONFIG_NAME,
-    LOCK_NAME,
-    run_in_progress,
-)
+from model.checkpoint import BEST_NAME, CKPT_NAME, CONFIG_NAME, LOCK_NAME, run_in_progress
 from training.config import ConfigError
 
 

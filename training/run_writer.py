@@ -1,25 +1,37 @@
-"""What a run writes to TensorBoard, and the one place where its tag names are spelled.
+"""What a run writes to TensorBoard: its scalars (their tags are spelled in
+`viz.run_events`, whose docstring lists them), the HParams table, and at each
+evaluation what the model writes and where it looks.
 
-    train/loss            every log_interval steps: the logged step's batch loss (nats/char)
-    train/lr              learning rate of that step
-    train/grad_norm       gradient norm before clipping
-    train/tokens_per_sec  training throughput since the previous log
-    val/loss, val/bpc     at each evaluation: validation loss (nats/char, bits/char) over
-                          train.eval_tokens characters at most (fixed, evenly spread)
-    train/eval_loss, train/eval_bpc   the same over a fixed sample of the training split
-    val/best_loss         lowest validation loss so far
-    val/full_loss, val/full_bpc   once, when training ends: the whole validation split
-                          (the same as val/loss when train.eval_tokens covers it)
-    samples/fixed_prompt  text: a fixed-seed sample (see `training.tensorboard_views`)
-    attention/layer_<l>   image: layer l's attention heatmaps, heads side by side
-    time/<part>_seconds   at each evaluation before the last step and when the run
-                          ends: seconds of wall time so far in each part (setup,
-                          compile, steps, data, eval, views, checkpoints, other; see
-                          `training.run_clock`), and time/wall_seconds, their sum
+The scalars: `RunWriter`, rank 0's event writer, one method per moment of the run.
 
-and, once at the start, the run's hyperparameters for the HParams tab, with the
-metrics above declared in the order the table shows them (see `training.hparams`).
-The plotter (`viz.loss_plot`) and the tests import these names from here.
+The HParams table: once at the start, the run's hyperparameters (its resolved config,
+flattened) and the experiment (which hyperparameters and metrics the table has),
+written in the run's own folder with TensorBoard's hparams API. Declaring the metrics
+fixes their order and names: TensorBoard ticks the first five columns by default, and
+without a declaration it orders the scalars alphabetically, which puts train/* first
+and leaves the validation metrics unticked. Every run writes the same declaration
+(the plugin reads one of them). A hyperparameter is marked as "differs" when this
+run's value is not the project default, so the table's default columns show what the
+run changed. torch's ``SummaryWriter.add_hparams`` is not used: it writes to a
+sub-folder, a second "run" per run. TensorBoard's own ``hparams.summary`` helpers need
+TensorFlow, so the summaries are built here from the plugin's protocol buffers.
+
+The views (`TensorBoardViews`), at each evaluation:
+
+    samples/fixed_prompt   TEXT    train.sample_tokens characters continuing
+                                   train.sample_prompt, sampled with the run's seed
+    attention/layer_<l>    IMAGES  layer l's heads side by side, for
+                                   train.attention_prompt (at every evaluation, or
+                                   every train.attention_interval steps)
+
+The fixed seed and prompts make evaluations comparable: the same question is asked
+of the model at step 500 and at step 3,500. Sampling uses its own torch.Generator and
+the model in eval mode, so the training run's RNG streams, and its losses, are the
+same with or without these views. The default prompts (``"ROMEO:"``, ``"To be, or
+not to be"``) suit Tiny Shakespeare; a Korean corpus has none of those letters, and a
+model cannot be fed a character outside its vocabulary. Rather than stop a training
+run over a picture, such a prompt is replaced by text the corpus certainly has
+(`usable_prompt`).
 
 TensorBoard shows a sample of each tag's steps, not all of them: 10 images and 10
 texts (100 through its fast loader), 1,000 scalars, chosen at random with the last
@@ -28,29 +40,53 @@ every step a run writes; ``0``, which the flag's help suggests for "all", shows 
 image at all in TensorBoard 2.21.
 """
 
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from torch.utils.tensorboard import SummaryWriter
 
+from data.escapes import unescape
+from data.normalization import continues_cluster, safe_cut, whole_cut
+from data.tokenizer import CharTokenizer
+from model import GPT
 from model.scoring import nats_to_bits
-from training.hparams import hparams_summaries
+from training.config import RunConfig, flatten, keys_marked
+from viz.attention_plot import attention_grid_figure
+from viz.attention_weights import prompt_attention
+from viz.fonts import text_font
+from viz.run_events import (
+    ATTENTION_IMAGE,
+    SAMPLE_TEXT,
+    TIME_PART,
+    TIME_WALL,
+    TRAIN_EVAL_BPC,
+    TRAIN_EVAL_LOSS,
+    TRAIN_GRAD_NORM,
+    TRAIN_LOSS,
+    TRAIN_LR,
+    TRAIN_TOKENS_PER_SEC,
+    VAL_BEST_LOSS,
+    VAL_BPC,
+    VAL_FULL_BPC,
+    VAL_FULL_LOSS,
+    VAL_LOSS,
+)
 
-TRAIN_LOSS = "train/loss"
-TRAIN_LR = "train/lr"
-TRAIN_GRAD_NORM = "train/grad_norm"
-TRAIN_TOKENS_PER_SEC = "train/tokens_per_sec"
-TRAIN_EVAL_LOSS = "train/eval_loss"
-TRAIN_EVAL_BPC = "train/eval_bpc"
-VAL_LOSS = "val/loss"
-VAL_BPC = "val/bpc"
-VAL_BEST_LOSS = "val/best_loss"
-VAL_FULL_LOSS = "val/full_loss"
-VAL_FULL_BPC = "val/full_bpc"
-SAMPLE_TEXT = "samples/fixed_prompt"
-ATTENTION_IMAGE = "attention/layer_{layer}"
-TIME_PART = "time/{part}_seconds"
-TIME_WALL = "time/wall_seconds"
+# Settings of where and how to run, not of the experiment: they differ between runs
+# that are the same experiment, or between the segments of one resumed run. They are
+# the fields marked hyperparameter=False.
+NOT_HYPERPARAMETERS = keys_marked("hyperparameter", False)
+
+# The README's sampling settings: varied enough to read, likely enough to be sensible.
+SAMPLE_TEMPERATURE = 0.8
+SAMPLE_TOP_K = 40
 
 # Steps TensorBoard keeps per image and text tag with `tensorboard_command`'s flag: every
 # evaluation of a run of up to that many (a longer run's command names its own number).
@@ -175,3 +211,268 @@ class RunWriter:
     def close(self) -> None:
         """Flush and close the event file."""
         self.writer.close()
+
+
+def hyperparameters(config: dict) -> dict:
+    """The hyperparameters of a run: its resolved config (``RunConfig.to_dict()``),
+    flattened to dotted keys, without NOT_HYPERPARAMETERS; None becomes "null"."""
+    return {
+        key: "null" if value is None else value
+        for key, value in flatten(config).items()
+        if key not in NOT_HYPERPARAMETERS
+    }
+
+
+def _data_type(value) -> int:
+    if isinstance(value, bool):  # before int: bool is an int subclass
+        return api_pb2.DATA_TYPE_BOOL
+    if isinstance(value, (int, float)):
+        return api_pb2.DATA_TYPE_FLOAT64
+    return api_pb2.DATA_TYPE_STRING
+
+
+def _summary(tag: str, content: plugin_data_pb2.HParamsPluginData) -> Summary:
+    value = Summary.Value(
+        tag=tag, metadata=metadata.create_summary_metadata(content), tensor=metadata.NULL_TENSOR
+    )
+    return Summary(value=[value])
+
+
+def hparams_summaries(config: dict, metrics: dict[str, str]) -> list[Summary]:
+    """The experiment and session-start summaries for one run.
+
+    Args:
+        config: the run's resolved config (``RunConfig.to_dict()``).
+        metrics: {scalar tag: display name}, in the order the table should show them.
+
+    Returns:
+        [experiment summary, session start summary], to write with
+        ``writer.file_writer.add_summary``.
+    """
+    values = hyperparameters(config)
+    defaults = hyperparameters(RunConfig().to_dict())
+    hparam_infos = [
+        api_pb2.HParamInfo(name=name, type=_data_type(value), differs=value != defaults.get(name))
+        for name, value in values.items()
+    ]
+    metric_infos = [
+        api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag), display_name=display)
+        for tag, display in metrics.items()
+    ]
+    now = time.time()
+    experiment = api_pb2.Experiment(
+        time_created_secs=now, hparam_infos=hparam_infos, metric_infos=metric_infos
+    )
+    session = plugin_data_pb2.SessionStartInfo(start_time_secs=now)
+    for name, value in values.items():
+        if isinstance(value, bool):  # before int: bool is an int subclass
+            session.hparams[name].bool_value = value
+        elif isinstance(value, (int, float)):
+            session.hparams[name].number_value = value
+        else:
+            session.hparams[name].string_value = str(value)
+    return [
+        _summary(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment)),
+        _summary(
+            metadata.SESSION_START_INFO_TAG,
+            plugin_data_pb2.HParamsPluginData(session_start_info=session),
+        ),
+    ]
+
+
+class PromptFallbackWarning(UserWarning):
+    """A configured prompt had characters outside the vocabulary and was replaced."""
+
+
+def usable_prompt(
+    prompt: str,
+    tokenizer: CharTokenizer,
+    val_ids: np.ndarray,
+    key: str,
+    max_chars: int | None = None,
+) -> str:
+    """``prompt`` itself if it fits and the vocabulary has all its characters, else a
+    stand-in.
+
+    The prompt's escapes (``\\n``, see `data.escapes`) are read first, as sample.py
+    reads --prompt's. The prompt is then put in the corpus's normalisation form (as every text given
+    to the model is). A prompt longer than ``max_chars`` is cut to its first
+    ``max_chars`` characters. A prompt with characters outside the vocabulary is
+    replaced by about as many characters from the start of the first full line of the
+    validation split (from its very start if no line fits): held-out text of the
+    corpus, so every character is known and the text reads like the corpus. No cut
+    splits a character: a decomposed syllable or an accent stays whole
+    (`data.normalization.safe_cut`), so a cut may keep a few code points fewer.
+
+    Args:
+        prompt: the configured prompt (non-empty).
+        tokenizer: the corpus's tokenizer.
+        val_ids: (N,) token ids of the validation split.
+        key: the config key the prompt came from, for the warnings.
+        max_chars: the longest prompt the caller can use (e.g. block_size), or None.
+
+    Returns:
+        A non-empty prompt of at most len(prompt) (and max_chars) code points, all in
+        the vocabulary.
+
+    Warns:
+        PromptFallbackWarning: saying what was cut or replaced, and by what.
+    """
+    prompt = tokenizer.normalize(unescape(prompt))  # as --prompt reads it (data.escapes)
+    if max_chars is not None and len(prompt) > max_chars:
+        cut = safe_cut(prompt, max_chars) or max_chars  # one cluster longer than the context
+        warnings.warn(
+            f"{key} has {len(prompt)} characters, more than the model's context "
+            f"({max_chars}); using its first {cut}",
+            PromptFallbackWarning,
+            stacklevel=2,
+        )
+        prompt = prompt[:cut]
+    known = set(tokenizer.chars)
+    missing = [c for c in dict.fromkeys(prompt) if c not in known]
+    if not missing:
+        return prompt
+    n = len(prompt)
+    # Enough text to find a line start and n characters after it.
+    text = tokenizer.decode(val_ids[: 4 * n + 256])
+    start = text.find("\n") + 1
+    if len(text) - start < n:
+        start = 0
+    while start < len(text) - 1 and continues_cluster(text[start]):
+        start += 1  # the validation split may begin inside a character
+    rest = text[start:]
+    replacement = rest[: whole_cut(rest, n)]
+    shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in missing[:8])
+    warnings.warn(
+        f"{key}={prompt!r} has characters the corpus lacks ({shown}); using "
+        f"{replacement!r} from the validation text instead. Set {key} to text in the "
+        "corpus's own script to choose it yourself.",
+        PromptFallbackWarning,
+        stacklevel=2,
+    )
+    return replacement
+
+
+def figure_to_rgb(fig: Figure) -> np.ndarray:
+    """Render a matplotlib figure with the Agg backend.
+
+    Returns:
+        (H, W, 3) uint8 array, H and W in pixels (inches x the figure's dpi).
+    """
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+def sample_markdown(prompt: str, text: str, seed: int) -> str:
+    """A sample as TensorBoard markdown: a settings line, then the text as a code block
+    (indented four spaces) so its line breaks and spacing survive."""
+    header = (
+        f"prompt {prompt!r}, seed {seed}, temperature {SAMPLE_TEMPERATURE}, top-k {SAMPLE_TOP_K}"
+    )
+    body = "\n".join("    " + line for line in text.split("\n"))
+    return f"{header}\n\n{body}"
+
+
+class TensorBoardViews:
+    """Logs a run's fixed-seed sample and attention heatmaps to TensorBoard.
+
+    Construction settles the prompts once (a prompt with characters the corpus lacks
+    is replaced, with a `PromptFallbackWarning`) and the font for the
+    heatmaps (a `viz.fonts.MissingGlyphWarning` if none can draw the prompt).
+
+    Args:
+        cfg: the run's config; uses seed, train.sample_prompt, train.sample_tokens
+            (0: no sample) and train.attention_prompt ("": no heatmaps).
+        tokenizer: the corpus's tokenizer.
+        val_ids: (N,) token ids of the validation split, for the prompt fallback.
+    """
+
+    def __init__(self, cfg: RunConfig, tokenizer: CharTokenizer, val_ids: np.ndarray):
+        t = cfg.train
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.sample_prompt = ""
+        if t.sample_tokens > 0:
+            self.sample_prompt = usable_prompt(
+                t.sample_prompt, tokenizer, val_ids, "train.sample_prompt"
+            )
+        self.attention_prompt = ""
+        self.font = None
+        if t.attention_prompt:
+            self.attention_prompt = usable_prompt(
+                t.attention_prompt,
+                tokenizer,
+                val_ids,
+                "train.attention_prompt",
+                max_chars=cfg.model.block_size,  # the explicit attention path's limit
+            )
+            self.font = text_font(self.attention_prompt)
+
+    def encode(self, prompt: str) -> torch.Tensor:
+        """(T,) int64 token ids of a prompt already known to be in the vocabulary."""
+        return torch.from_numpy(self.tokenizer.encode(prompt).astype(np.int64))
+
+    def sample(self, model: GPT) -> str:
+        """train.sample_tokens characters after the sample prompt, with the run's seed.
+
+        Returns:
+            The prompt followed by the generated text.
+        """
+        device = next(model.parameters()).device
+        generator = torch.Generator(device=device).manual_seed(self.cfg.seed)
+        was_training = model.training
+        model.eval()
+        try:
+            idx = self.encode(self.sample_prompt).to(device).unsqueeze(0)
+            out = model.generate(
+                idx,
+                self.cfg.train.sample_tokens,
+                SAMPLE_TEMPERATURE,
+                SAMPLE_TOP_K,
+                generator=generator,
+            )
+        finally:
+            model.train(was_training)
+        return self.tokenizer.decode(out[0].tolist())
+
+    def attention_images(self, model: GPT, step: int) -> list[np.ndarray]:
+        """One heatmap image per layer for the attention prompt, heads side by side.
+
+        Returns:
+            n_layer arrays, each (H, W, 3) uint8.
+        """
+        weights = prompt_attention(model, self.encode(self.attention_prompt))
+        images = []
+        for layer in range(weights.size(0)):
+            fig = attention_grid_figure(
+                weights[layer : layer + 1],
+                self.attention_prompt,
+                layers=[layer],
+                font=self.font,
+                title=f"step {step}: {self.attention_prompt!r}",
+            )
+            images.append(figure_to_rgb(fig))
+        return images
+
+    def log_evaluation(self, writer: RunWriter, model: GPT, step: int) -> None:
+        """Write the fixed sample and the attention heatmaps at ``step``, then flush.
+        Restores the model's train/eval mode."""
+        if self.sample_prompt:
+            text = self.sample(model)
+            writer.sample(step, sample_markdown(self.sample_prompt, text, self.cfg.seed))
+        if self.attention_due(step):
+            writer.attention(step, self.attention_images(model, step))
+        writer.flush()
+
+    def attention_due(self, step: int) -> bool:
+        """Whether the evaluation at ``step`` draws the heatmaps: every one with
+        train.attention_interval 0, else the first evaluation at or after each of its
+        multiples (one lies in (step - eval_interval, step]), and the last step."""
+        t = self.cfg.train
+        interval = t.attention_interval
+        if not self.attention_prompt:
+            return False
+        if interval == 0 or step == t.max_iters:
+            return True
+        return step // interval > (step - t.eval_interval) // interval

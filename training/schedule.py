@@ -168,7 +168,7 @@ def schedule_notices(cfg) -> list[str]:
             f"before the decay ends (set train.lr_decay_iters={cfg.max_iters} to finish it)"
         )
     if cfg.ema_decay > 0 and cfg.ema_start >= cfg.max_iters:
-        # training.averaging folds in the weights after a step only once steps > ema_start.
+        # WeightAverage (training.optim) folds in weights only once steps > ema_start.
         notes.append(
             f"note: train.ema_start={cfg.ema_start} >= train.max_iters={cfg.max_iters}: "
             "weight averaging never begins, and the run evaluates and saves the trained "

@@ -2,8 +2,7 @@
 
 from matplotlib.figure import Figure
 
-from training.run_writer import TRAIN_EVAL_LOSS, TRAIN_LOSS, VAL_LOSS
-from viz.run_events import ScalarCurve
+from viz.run_events import TRAIN_EVAL_LOSS, TRAIN_LOSS, VAL_LOSS, ScalarCurve
 
 # tag -> (legend label, line style); the per-step training loss is noisy, so it is
 # drawn thin and faint, the evaluations (whole splits) as lines with markers.

@@ -1,10 +1,48 @@
-"""Scalar curves read back from a run's TensorBoard event files, without TensorBoard."""
+"""A run's TensorBoard events: the tags a run writes them under, and scalar curves read
+back from its event files without TensorBoard.
+
+    train/loss            every log_interval steps: the logged step's batch loss (nats/char)
+    train/lr              learning rate of that step
+    train/grad_norm       gradient norm before clipping
+    train/tokens_per_sec  training throughput since the previous log
+    val/loss, val/bpc     at each evaluation: validation loss (nats/char, bits/char) over
+                          train.eval_tokens characters at most (fixed, evenly spread)
+    train/eval_loss, train/eval_bpc   the same over a fixed sample of the training split
+    val/best_loss         lowest validation loss so far
+    val/full_loss, val/full_bpc   once, when training ends: the whole validation split
+                          (the same as val/loss when train.eval_tokens covers it)
+    samples/fixed_prompt  text: a fixed-seed sample (see `training.run_writer`)
+    attention/layer_<l>   image: layer l's attention heatmaps, heads side by side
+    time/<part>_seconds   at each evaluation before the last step and when the run
+                          ends: seconds of wall time so far in each part (setup,
+                          compile, steps, data, eval, views, checkpoints, other; see
+                          `training.report`), and time/wall_seconds, their sum
+
+The names are spelled here once: the trainer's writer (`training.run_writer`), the
+plotter (`viz.loss_plot`) and the tests import them from here, below both.
+"""
 
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+TRAIN_LOSS = "train/loss"
+TRAIN_LR = "train/lr"
+TRAIN_GRAD_NORM = "train/grad_norm"
+TRAIN_TOKENS_PER_SEC = "train/tokens_per_sec"
+TRAIN_EVAL_LOSS = "train/eval_loss"
+TRAIN_EVAL_BPC = "train/eval_bpc"
+VAL_LOSS = "val/loss"
+VAL_BPC = "val/bpc"
+VAL_BEST_LOSS = "val/best_loss"
+VAL_FULL_LOSS = "val/full_loss"
+VAL_FULL_BPC = "val/full_bpc"
+SAMPLE_TEXT = "samples/fixed_prompt"
+ATTENTION_IMAGE = "attention/layer_{layer}"
+TIME_PART = "time/{part}_seconds"
+TIME_WALL = "time/wall_seconds"
 
 EVENT_FILE_GLOB = "events.out.tfevents.*"
 # Keep every scalar (0 = no limit; TensorBoard's default samples 10,000) and skip the
@@ -38,7 +76,7 @@ def read_scalar_curves(
 
     Args:
         run_dir: a run folder (the ``out_dir`` of a training run).
-        tags: the tags to read, e.g. [TRAIN_LOSS, VAL_LOSS] from training.run_writer;
+        tags: the tags to read, e.g. [TRAIN_LOSS, VAL_LOSS] above;
             None reads all. Tags the run does not have are left out of the result.
 
     Returns:
