@@ -33,8 +33,10 @@ def test_folder_of_an_unfinished_run_is_not_reused(tmp_path, shakespeare_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "config.yaml").write_text("seed: 1\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="files of an earlier run .*train.overwrite=true"):
+    with pytest.raises(ConfigError, match="files of an earlier run .*train.overwrite=true") as e:
         train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    # Each sentence of the advice begins with a capital letter.
+    assert "(config.yaml). Choose another out_dir=..., or replace it" in str(e.value)
 
 
 def test_a_start_that_fails_on_bad_input_leaves_nothing(tmp_path):

@@ -80,8 +80,12 @@ class RunFolder:
             raise ConfigError(
                 f"{self.out_dir} already holds {what} "
                 f"({', '.join(p.name for p in existing[:3])}). "
-                + ("Continue it with train.resume=true, " if ckpt_path.is_file() else "")
-                + "choose another out_dir=..., or replace it with train.overwrite=true"
+                + (
+                    "Continue it with train.resume=true, choose"
+                    if ckpt_path.is_file()
+                    else "Choose"
+                )
+                + " another out_dir=..., or replace it with train.overwrite=true"
             )
         return None
 
