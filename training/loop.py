@@ -34,6 +34,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,7 @@ from training.checkpoint import (
     check_corpus_on_resume,
     check_resume,
     checkpoint_contents,
+    corpus_changes,
     corpus_record,
     restore_training_state,
     seed_everything,
@@ -159,12 +161,14 @@ class Trainer:
             check_resume(ckpt, cfg, self.corpus.tokenizer.chars, resume_path) if ckpt else []
         )
         self.corpus_record = corpus_record(self.corpus)  # saved in ckpt.pt
-        self.corpus_notes = []
+        self.corpus_notes, corpus_changed = [], False
         if ckpt:
             accept = tc.accept_changed_corpus
             self.corpus_notes = check_corpus_on_resume(
                 ckpt, self.corpus_record, accept, resume_path
             )
+            saved_record = ckpt.get(CORPUS_KEY)
+            corpus_changed = bool(saved_record and corpus_changes(saved_record, self.corpus_record))
         tc.lr_decay_iters, self.schedule_note = resolve_schedule_length(
             tc,
             ckpt["config"]["train"]["lr_decay_iters"] if ckpt else None,
@@ -195,7 +199,9 @@ class Trainer:
                 ckpt, self.model, self.average, self.optimizer, self.sampler, dist, self.device
             )
             self.result.iter_num = ckpt["iter_num"]
-            self.result.best_val_loss = ckpt["best_val_loss"]
+            # On a changed corpus (accepted) the old split's losses do not compare: the
+            # best, and best.pt, are judged again on the split as it is now.
+            self.result.best_val_loss = math.inf if corpus_changed else ckpt["best_val_loss"]
         self.evaluator = Evaluator(self.corpus, cfg, dist, self.device, self.autocast)
         self.report.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
 
