@@ -116,9 +116,13 @@ def score_split(
             raise CorpusError(f"{data_cfg.path}: {e}") from None
     ids = corpus.val_ids if split == "val" else corpus.test_ids
     if split == "test" and len(ids) == 0:
+        from training.run_folder import training_command  # on this error path only
+
+        folder = path.parent  # the checkpoint's run, trained again with a test split
+        retrain = training_command(folder, "data.test_fraction=0.05", f"out_dir={folder}_test")
         raise CorpusError(
-            f"the run in {out_dir} has no test split (data.test_fraction is 0): use "
-            "--split val, or train with data.test_fraction=0.05 (say) to hold one out"
+            f"the run in {folder} has no test split (data.test_fraction is 0): use "
+            f"--split val, or train it again holding one out (5%, say): {retrain}"
         )
     T = model.config.block_size
     if len(ids) < T + 1:

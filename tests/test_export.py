@@ -165,8 +165,18 @@ def test_a_block_no_architecture_computes_is_refused_in_one_line(tmp_path, capsy
     assert code == 2 and err.count("\n") == 1
     assert "GPT2LMHeadModel, needs model.position=learned (this run: rope)" in err
     assert "model.logit_softcap=0.0 (this run: 15.0)" in err
-    assert "configs/shakespeare_char_cpu_gpt2.yaml" in err
     assert not (tmp_path / "hf").exists()
+    # The fix it names retrains this run, with the class's needs, into a folder of its
+    # own: not another recipe, which would export as another architecture.
+    run = tmp_path / "run"
+    (run / "config.yaml").write_text(f"out_dir: {run}\ndata:\n  path: mine.txt\n")
+    code, _, err = run_export(capsys, "--out-dir", run, "--to", tmp_path / "hf")
+    assert code == 2 and err.count("\n") == 1
+    assert err.rstrip().endswith(
+        f"to export as GPT2LMHeadModel, train it again with them: python train.py --config "
+        f"{run / 'config.yaml'} model.position=learned model.logit_softcap=0.0 "
+        f"out_dir={tmp_path / 'run_gpt2'}"
+    )
 
 
 def test_errors_name_the_fix_and_keep_the_users_files(tmp_path, capsys, monkeypatch):

@@ -15,12 +15,13 @@ runs, or a new run and an old one, from spoiling each other's files.
   created are removed again.
 """
 
+import shlex
 from pathlib import Path
 
 import yaml
 
 from model.checkpoint import BEST_NAME, CKPT_NAME, CONFIG_NAME, LOCK_NAME, run_in_progress
-from training.config import ConfigError
+from training.config import SHIPPED_CONFIGS, ConfigError
 
 
 def run_files(out_dir: Path) -> list[Path]:
@@ -158,3 +159,76 @@ class RunFolder:
                 except OSError:
                     break  # not empty: something else is in there now
         self._made_lock_file, self._made_folders = False, []
+
+
+# What a training command needs where nothing says which recipe or corpus a folder is for.
+RECIPE_PLACEHOLDER, TEXT_PLACEHOLDER = "RECIPE", "TEXT"
+
+
+def _from_here(path: Path) -> str:
+    """``path`` relative to the current folder where it lies under it, for a command
+    to type here; quoted for the shell where it needs it."""
+    try:
+        path = path.resolve().relative_to(Path.cwd().resolve())
+    except (OSError, ValueError):
+        pass
+    return shlex.quote(str(path))
+
+
+def training_command(folder: str | Path, *settings: str) -> str:
+    """The train.py command that trains the run of ``folder`` (again), with
+    ``settings`` (``section.key=value``; an ``out_dir=`` among them sends it elsewhere)
+    added: the way a hint that suggests training names the right model.
+
+    - The folder holds a run's config.yaml: that config, ``--config <folder>/config.yaml``
+      (what the run was given, out_dir included), with ``train.resume=false`` if it
+      had resumed, and ``out_dir=<folder>`` if the folder has moved since.
+    - Else, the folder is the default out_dir of a shipped recipe (``runs/<stem>``
+      from here, for ``configs/<stem>.yaml``): that recipe.
+    - Else nothing says which model the folder is for: the command has placeholders,
+      RECIPE and TEXT, and a sentence saying what to put there.
+
+    Returns:
+        The command, or the command followed by ", with RECIPE ..." where the user
+        must supply parts.
+    """
+    folder = Path(folder)
+    given = {s.split("=", 1)[0] for s in settings}
+    config = _read_config(folder / CONFIG_NAME)
+    if config is not None:
+        words = ["--config", _from_here(folder / CONFIG_NAME)]
+        train = config.get("train") if isinstance(config.get("train"), dict) else {}
+        if train.get("resume") is True and "train.resume" not in given:
+            words.append("train.resume=false")
+        recorded = config.get("out_dir")
+        moved = not isinstance(recorded, str) or not _same_folder(Path(recorded), folder)
+        if moved and "out_dir" not in given:
+            words.append(f"out_dir={_from_here(folder)}")
+        return " ".join(["python train.py", *words, *settings])
+    recipe = SHIPPED_CONFIGS / f"{folder.name}.yaml"
+    if recipe.is_file() and _same_folder(Path("runs") / folder.name, folder):
+        return " ".join(["python train.py", "--config", _from_here(recipe), *settings])
+    out_dir = [] if "out_dir" in given else [f"out_dir={_from_here(folder)}"]
+    example = _from_here(SHIPPED_CONFIGS / "shakespeare_char_cpu.yaml")
+    words = ["--config", RECIPE_PLACEHOLDER, f"data.path={TEXT_PLACEHOLDER}", *out_dir]
+    return (
+        " ".join(["python train.py", *words, *settings])
+        + f", with {RECIPE_PLACEHOLDER} the recipe you mean (e.g. {example}) and "
+        f"{TEXT_PLACEHOLDER} your corpus (leave data.path out for Tiny Shakespeare)"
+    )
+
+
+def _read_config(path: Path) -> dict | None:
+    """A run's config.yaml as a mapping, or None if it is missing or unreadable."""
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
