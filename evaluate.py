@@ -23,6 +23,7 @@ import sys
 from tqdm import tqdm
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
+from cli.console import run_command
 from data import CorpusError, prepare_corpus
 from data.batches import EvaluationWindows
 from data.settings import DataConfig
@@ -198,4 +199,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

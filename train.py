@@ -10,6 +10,7 @@ device=cpu out_dir=runs/mine train.resume=true. Loss curves: tensorboard --logdi
 import argparse
 import sys
 
+from cli.console import run_command
 from data import CorpusError
 from model.checkpoint import CheckpointError
 from training import ConfigError, load_config, train
@@ -55,4 +56,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))
