@@ -125,3 +125,50 @@ def test_following_the_advice_of_a_resume_without_checkpoint_starts_the_run(tmp_
     folder = start(given + advice)  # the command line as the user retypes it
     assert folder.resume_path is None
     folder.release()
+
+
+def fail_at_step(trainer, step: int):
+    """Make the trainer's ``step``-th optimizer step (0-based) raise, as an
+    out-of-memory error or a console that cannot print would."""
+    real = trainer.train_step
+
+    def train_step(s):
+        if s == step:
+            raise RuntimeError("CUDA out of memory (planted)")
+        return real(s)
+
+    trainer.train_step = train_step
+
+
+def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_nothing(
+    tmp_path, shakespeare_path, capsys
+):
+    """Its config.yaml and event files, with no checkpoint to resume from, used to make
+    the same command refuse the folder ("already holds files of an earlier run")."""
+    from training.loop import Trainer
+
+    out = tmp_path / "runs" / "new"
+    given = tiny_overrides(tmp_path, shakespeare_path, out_dir=out)
+    trainer = Trainer(load_config(None, given))
+    fail_at_step(trainer, 1)  # before the first evaluation, at step 3
+    with pytest.raises(RuntimeError, match="planted"):
+        trainer.run()  # closes the trainer on its way out
+    assert not (tmp_path / "runs").exists()  # nor the folders it made
+    assert "no checkpoint was written: removed config.yaml, events.out.tfevents" in (
+        capsys.readouterr().out
+    )
+    assert train(load_config(None, given)).iter_num == 6  # the same command, as typed
+
+
+def test_a_run_that_fails_after_a_checkpoint_keeps_everything(tmp_path, shakespeare_path):
+    from training.loop import Trainer
+
+    given = tiny_overrides(tmp_path, shakespeare_path)
+    trainer = Trainer(load_config(None, given))
+    fail_at_step(trainer, 4)  # after the checkpoint of step 3
+    with pytest.raises(RuntimeError, match="planted"):
+        trainer.run()  # closes the trainer on its way out
+    out = tmp_path / "run"
+    assert {"ckpt.pt", "best.pt", "config.yaml", ".lock"} <= {p.name for p in out.iterdir()}
+    assert len(list(out.glob("events.out.tfevents*"))) == 1
+    assert train(load_config(None, [*given, "train.resume=true"])).iter_num == 6

@@ -346,11 +346,17 @@ class Trainer:
 
     def close(self, started: bool = True) -> None:
         """Release the run folder (its lock is also released when the process ends;
-        ``started=False`` after a failed start also removes what the start created);
-        under DDP, drop the DistributedDataParallel wrapper, whose gradient reducer
-        must be gone before the process group is destroyed; and put back the
-        process-wide settings the run changed (torch's deterministic algorithms)."""
-        self.folder.release(started)
+        after a failed start, or a new run's end without a checkpoint, this also removes
+        what the run wrote: see `training.run_folder`); under DDP, drop the
+        DistributedDataParallel wrapper, whose gradient reducer must be gone before the
+        process group is destroyed; and put back the process-wide settings the run
+        changed (torch's deterministic algorithms)."""
+        removed = self.folder.release(started)
+        if removed:
+            self.report.say(
+                f"no checkpoint was written: removed {', '.join(removed)} from "
+                f"{self.out_dir}, so the same command starts the run afresh"
+            )
         if isinstance(getattr(self, "train_model", None), DistributedDataParallel):
             self.train_model = self.fast_model
         self.scope.close()

@@ -13,6 +13,10 @@ runs, or a new run and an old one, from spoiling each other's files.
 - One run at a time: an exclusive lock on ``.lock``, released when the process ends.
 - A start that fails on bad input leaves nothing behind: the folders and the lock it
   created are removed again.
+- So does a new run that ends before writing a checkpoint (an error, a crash on the
+  first step, a second Ctrl-C): its config.yaml and event files, with nothing to
+  resume from, would only make the same command refuse the folder as "an earlier
+  run's". A run stopped by Ctrl-C or SIGTERM writes a checkpoint, and keeps it all.
 """
 
 import shlex
@@ -61,8 +65,9 @@ class RunFolder:
         if lock and run_in_progress(self.out_dir):
             raise ConfigError(self._held_message())
         self.resume_path = self._check(resume, overwrite)
-        # What this run made, removed again if it fails to start.
+        # What this run made, removed again if it fails to start (or to save).
         self._made_lock_file = False
+        self._wrote_files = False  # config.yaml and the event files: see `start`
         self._made_folders: list[Path] = []  # innermost first, the order to remove them
         self._lock = self._take_lock() if lock else None
 
@@ -140,17 +145,31 @@ class RunFolder:
         if self.overwrite and self.resume_path is None:
             for old in run_files(self.out_dir):
                 old.unlink()
+        self._wrote_files = self.resume_path is None  # from here on, all of run_files
         (self.out_dir / CONFIG_NAME).write_text(
             yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True), encoding="utf-8"
         )
 
-    def release(self, started: bool = True) -> None:
-        """Let go of the lock. If the run never started (bad input), also remove the
-        lock file and the folders that this run created, so that it leaves nothing."""
-        if self._lock is not None:
+    def release(self, started: bool = True) -> list[str]:
+        """Let go of the lock. If the run never started (bad input), or is a new run
+        that ends without a checkpoint, also remove what it made: its config.yaml and
+        event files, the lock file and the folders it created, so that it leaves
+        nothing (the module docstring says why).
+
+        Returns:
+            The names of the run files removed (config.yaml, events.out.tfevents.*).
+        """
+        held = self._lock is not None
+        if held:
             self._lock.close()
             self._lock = None
-        if not started:
+        removed = []
+        unsaved = self.resume_path is None and not (self.out_dir / CKPT_NAME).exists()
+        if held and (not started or unsaved):
+            if self._wrote_files:  # a new run's: every run file there is this run's
+                for path in run_files(self.out_dir):
+                    path.unlink(missing_ok=True)
+                    removed.append(path.name)
             if self._made_lock_file:
                 (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
             for folder in self._made_folders:
@@ -158,7 +177,8 @@ class RunFolder:
                     folder.rmdir()
                 except OSError:
                     break  # not empty: something else is in there now
-        self._made_lock_file, self._made_folders = False, []
+        self._made_lock_file, self._made_folders, self._wrote_files = False, [], False
+        return removed
 
 
 # What a training command needs where nothing says which recipe or corpus a folder is for.
