@@ -69,3 +69,79 @@ def test_second_ctrl_c_during_the_save_does_not_lose_it(tmp_path, shakespeare_pa
     result = trainer.run()
     assert result.interrupted and result.iter_num == 2
     assert load_checkpoint(tmp_path / "run" / "ckpt.pt")["iter_num"] == 2
+
+
+def test_sigterm_under_torchrun_saves_whatever_the_log_interval(tmp_path, shakespeare_path):
+    """Two gloo ranks with train.log_interval=100000: SIGTERM to torchrun (as `kill`, a
+    scheduler or `docker stop` sends it) is agreed on at the next step and saved. The
+    ranks used to agree at multiples of log_interval only, so they never did, and
+    torchrun killed them 30 s later with no checkpoint (issue 33, item 5)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT, TIMEOUT_S
+
+    extra = {
+        "device": "cpu",
+        "train.max_iters": 1_000_000,
+        "train.log_interval": 100_000,
+        "train.eval_interval": 5,
+        "train.eval_tokens": 2048,
+        "train.sample_tokens": 0,
+        "train.attention_prompt": "''",
+    }
+    overrides = tiny_overrides(tmp_path, shakespeare_path, **extra)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    proc = subprocess.Popen(
+        [*cmd, "train.py", *overrides],
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        encoding="utf-8",
+    )
+    try:
+        lines = []
+        for line in proc.stdout:  # training is under way once the first evaluation is
+            lines.append(line)
+            if line.startswith("step 5: train"):
+                break
+        assert lines and lines[-1].startswith("step 5: train"), "".join(lines)[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+    out = "".join(lines) + rest
+    assert "interrupted at step" in out, out[-3000:]
+    stopped_at = int(out.split("interrupted at step ")[1].split(";")[0])
+    ckpt = load_checkpoint(tmp_path / "run" / "ckpt.pt")
+    assert ckpt["iter_num"] == stopped_at >= 5 and ckpt["rng"]["world_size"] == 2
+
+
+def test_a_signal_during_an_evaluation_saves_once(tmp_path, shakespeare_path, monkeypatch):
+    """SIGTERM while step 3 is evaluated: the evaluation's checkpoint is the stopped
+    run's; it is not written a second time before the run stops."""
+    import training.loop
+
+    written = []
+    real_save = training.loop.save_checkpoint
+
+    def counting_save(payload, path):
+        written.append((path.name, payload["iter_num"]))
+        real_save(payload, path)
+
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 10}))
+    trainer = Trainer(cfg)
+    real_evaluate = trainer.evaluator.evaluate
+
+    def evaluate_interrupted(*args):
+        signal.raise_signal(signal.SIGTERM)
+        return real_evaluate(*args)
+
+    trainer.evaluator.evaluate = evaluate_interrupted
+    monkeypatch.setattr(training.loop, "save_checkpoint", counting_save)
+    result = trainer.run()
+    assert result.interrupted and result.signal == signal.SIGTERM and result.iter_num == 3
+    assert [w for w in written if w[0] == "ckpt.pt"] == [("ckpt.pt", 3)]

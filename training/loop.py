@@ -202,6 +202,7 @@ class Trainer:
             # On a changed corpus (accepted) the old split's losses do not compare: the
             # best, and best.pt, are judged again on the split as it is now.
             self.result.best_val_loss = math.inf if corpus_changed else ckpt["best_val_loss"]
+        self.saved_step = None  # the step of the last ckpt.pt this run wrote
         self.evaluator = Evaluator(self.corpus, cfg, dist, self.device, self.autocast)
         self.report.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
 
@@ -217,7 +218,7 @@ class Trainer:
         self.model.train()
         with contextlib.closing(self), report.training(start, self.opening_lines(start)):
             for step in range(start, tc.max_iters):
-                if report.stop_requested(step):
+                if report.stop_requested():
                     break
                 with report.timing(step):  # the first step (it compiles) is timed apart
                     loss, grad_norm, lr = self.train_step(step)
@@ -229,7 +230,8 @@ class Trainer:
                 self.evaluate_whole_split()
             if result.interrupted:
                 with report.saving_stopped_run():
-                    self.save()
+                    if self.saved_step != result.iter_num:  # a stop right after a save
+                        self.save()
             report.end()
         return result
 
@@ -326,6 +328,7 @@ class Trainer:
             )
             if best:
                 save_checkpoint(contents, self.out_dir / BEST_NAME)
+        self.saved_step = r.iter_num
 
     def evaluate_whole_split(self) -> None:
         """Score the whole validation split once, at the end of training, and report it

@@ -461,11 +461,11 @@ class Reporter:
             if self.writer is not None:
                 self.writer.close()
 
-    def stop_requested(self, step: int) -> bool:
-        """Whether to stop before 0-based ``step`` (Ctrl-C or SIGTERM; data-parallel ranks
-        agree, see `StopRequest.agreed`); if so, the result says the run was
-        interrupted, and by which signal."""
-        if not self.stop.agreed(self.dist, step, self.cfg.train.log_interval, self.device):
+    def stop_requested(self) -> bool:
+        """Whether to stop before the next step (Ctrl-C or SIGTERM; data-parallel ranks
+        agree at every step, see `StopRequest.agreed`); if so, the result says the run
+        was interrupted, and by which signal."""
+        if not self.stop.agreed(self.dist):
             return False
         self.result.interrupted, self.result.signal = True, self.stop.signum
         return True
