@@ -145,3 +145,49 @@ def test_a_signal_during_an_evaluation_saves_once(tmp_path, shakespeare_path, mo
     result = trainer.run()
     assert result.interrupted and result.signal == signal.SIGTERM and result.iter_num == 3
     assert [w for w in written if w[0] == "ckpt.pt"] == [("ckpt.pt", 3)]
+
+
+# A train.py whose setup receives SIGTERM where ``where`` is called (a function of
+# training.loop), as `kill`, `docker stop` or a scheduler would send it.
+SIGTERM_DURING = """
+import signal, sys
+sys.path[:0] = [{root!r}, {tests!r}]
+import training.loop as loop
+real = getattr(loop, {where!r})
+def interrupted(*args, **kwargs):
+    signal.raise_signal(signal.SIGTERM)
+    return real(*args, **kwargs)
+setattr(loop, {where!r}, interrupted)
+import train
+from cli.console import run_command
+sys.exit(run_command(train.main, sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "where",
+    # Building the optimizer (before the run folder is written to), and saying the
+    # run's opening lines (after config.yaml is written, before the first step).
+    ["build_optimizer", "tensorboard_line"],
+)
+def test_sigterm_before_training_begins_leaves_nothing(tmp_path, shakespeare_path, where):
+    """SIGTERM's default action ended the process at once: the lock file and folders,
+    or config.yaml, stayed, and the same command then refused the folder."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, TIMEOUT_S
+
+    script = SIGTERM_DURING.format(root=str(ROOT), tests=str(ROOT / "tests"), where=where)
+    given = tiny_overrides(tmp_path, shakespeare_path, out_dir=tmp_path / "runs" / "new")
+    r = subprocess.run(
+        [sys.executable, "-c", script, *given],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr[-2000:]
+    assert "SIGTERM: stopping; a new run leaves nothing behind" in r.stderr
+    assert not (tmp_path / "runs").exists()
+    assert train(load_config(None, given)).iter_num == 6  # the same command starts

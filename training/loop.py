@@ -44,6 +44,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from data import BatchSampler, prepare_corpus
+from data.staging import signals_raise
 from model import GPT, GPTConfig
 from model.checkpoint import BEST_NAME, CKPT_NAME, load_checkpoint, save_checkpoint
 from model.device import autocast_context
@@ -374,7 +375,12 @@ def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
     and of the training split are evaluated (nats and bits per character), ``ckpt.pt``
     is written (and ``best.pt`` when validation improves). When training ends, the
     whole validation split is evaluated once (train.final_full_eval).
-    Ctrl-C or SIGTERM saves ``ckpt.pt`` and returns with ``interrupted=True``.
+    Ctrl-C or SIGTERM during training saves ``ckpt.pt`` at the end of the step and
+    returns with ``interrupted=True``. Before training begins (preparing the corpus,
+    building the model, loading a checkpoint), they stop the run at once, and a new
+    run leaves nothing behind (`training.run_folder`): KeyboardInterrupt for Ctrl-C,
+    `data.staging.Terminated` (a SystemExit with status 128 + the signal number) for
+    SIGTERM and SIGHUP, whose default action would end the process with no cleanup.
 
     The run ends with a line splitting its wall time (compiling, steps, evaluation,
     samples and heatmaps, checkpoints, ...; see `training.report.RunClock`), also
@@ -387,11 +393,14 @@ def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
         ConfigError, data.CorpusError, model.checkpoint.CheckpointError: bad input,
             before any training (see `Trainer`).
         NonFiniteLossError: if the loss becomes NaN or infinite.
+        data.staging.Terminated: on SIGTERM or SIGHUP before training begins.
     """
     trainer, finished = None, False
     try:
-        trainer = Trainer(cfg, clock)
-        result = trainer.run()
+        # Until the loop's stop request takes the signals over (and again after it).
+        with signals_raise("a new run leaves nothing behind"):
+            trainer = Trainer(cfg, clock)
+            result = trainer.run()
         finished = True
         return result
     finally:
