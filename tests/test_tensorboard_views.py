@@ -16,7 +16,6 @@ from data import CharTokenizer
 from model.checkpoint import load_checkpoint, model_from_checkpoint
 from training import ConfigError, load_config, train
 from training.run_writer import (
-    HPARAMS_METRICS,
     PromptFallbackWarning,
     TensorBoardViews,
     usable_prompt,
@@ -108,15 +107,9 @@ def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
     cfg, result = run
     acc = read_events(result.out_dir)
     content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
-    assert set(content) == {metadata.SESSION_START_INFO_TAG, metadata.EXPERIMENT_TAG}
-    experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
-    # The table ticks its first five metrics: the validation metrics come first.
-    metrics = [m.name.tag for m in experiment.metric_infos]
-    assert metrics[:3] == [VAL_LOSS, VAL_BPC, VAL_BEST_LOSS]
-    assert metrics == list(HPARAMS_METRICS) and TRAIN_LOSS in metrics[:5]
-    assert set(metrics) <= set(acc.Tags()["scalars"])  # each declared metric is logged
-    infos = {h.name: h for h in experiment.hparam_infos}
-    assert infos["model.n_layer"].differs and not infos["train.learning_rate"].differs
+    # The run's hyperparameters only: TensorBoard builds the table's columns from every
+    # run's (see test_hparams_flags_what_differs_between_the_runs_of_a_logdir).
+    assert set(content) == {metadata.SESSION_START_INFO_TAG}
     hparams = metadata.parse_session_start_info_plugin_data(
         content[metadata.SESSION_START_INFO_TAG]
     ).hparams
@@ -133,6 +126,49 @@ def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
     val = [e.value for e in acc.Scalars(VAL_LOSS)]
     assert best == pytest.approx(list(np.minimum.accumulate(val)))
     assert best[-1] == pytest.approx(result.best_val_loss, rel=1e-6)
+
+
+def tensorboard_experiment(logdir):
+    """The HParams table's columns as TensorBoard 2.x serves them for ``logdir``
+    (its hparams plugin's GetExperiment, over its own event reader)."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import api_pb2, backend_context, get_experiment
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(logdir))
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, str(logdir))
+    tb = base_plugin.TBContext(logdir=str(logdir), multiplexer=multiplexer, data_provider=provider)
+    handler = get_experiment.Handler(
+        context.RequestContext(),
+        backend_context.Context(tb),
+        "",
+        api_pb2.GetExperimentRequest(),
+    )
+    return handler.run()
+
+
+def test_hparams_flags_what_differs_between_the_runs_of_a_logdir(tmp_path, shakespeare_path):
+    """Two runs in one logdir, weight_decay 0.1 and 0.0, the rest equal but for the
+    recipe's own choices: TensorBoard flags weight_decay as differing, and nothing
+    else. Each run used to write an experiment summary flagging what differed from the
+    project defaults, of which TensorBoard read one: it missed weight_decay (0.1 is the
+    default) and flagged n_embd and max_iters, equal in both (tensorboard#6965, #5596).
+    """
+    quiet = {"train.sample_tokens": 0, "train.attention_prompt": "''", "train.max_iters": 2}
+    for name, decay in (("run_a", 0.1), ("run_b", 0.0)):
+        overrides = tiny_overrides(tmp_path, shakespeare_path, out_dir=tmp_path / name, **quiet)
+        train(load_config(None, [*overrides, f"train.weight_decay={decay}"]))
+    experiment = tensorboard_experiment(tmp_path)
+    differs = {h.name for h in experiment.hparam_infos if h.differs}
+    assert differs == {"train.weight_decay"}
+    assert {"model.n_embd", "train.max_iters"} <= {h.name for h in experiment.hparam_infos}
+    # The table shows its first five columns; the differing ones come first.
+    assert experiment.hparam_infos[0].name == "train.weight_decay"
+    metrics = {m.name.tag for m in experiment.metric_infos}
+    assert {VAL_LOSS, VAL_BPC, VAL_BEST_LOSS, TRAIN_LOSS} <= metrics
 
 
 def test_views_leave_the_training_losses_unchanged(run, tmp_path):
@@ -204,3 +240,32 @@ def test_attention_interval_draws_the_heatmaps_after_its_multiples_and_at_the_la
         assert [e.step for e in acc.Images(ATTENTION_IMAGE.format(layer=layer))] == [6, 9, 11]
     with pytest.raises(ConfigError, match=r"train.attention_interval must be >= 0 .*got -2"):
         load_config(None, ["train.attention_interval=-2"])
+
+
+def test_a_resume_that_changes_hyperparameters_says_what_hparams_will_show(
+    tmp_path, shakespeare_path, capsys
+):
+    """TensorBoard keeps a run's first hyperparameters: after a resume with a new
+    learning rate and max_iters, its row shows the old ones beside metrics trained with
+    the new, and the resumed run says so (tensorboard#3371)."""
+    quiet = {"train.sample_tokens": 0, "train.attention_prompt": "''", "train.max_iters": 3}
+    given = tiny_overrides(tmp_path, shakespeare_path, **quiet)
+    train(load_config(None, given))
+    capsys.readouterr()
+    train(load_config(None, [*given, "train.resume=true"]))  # nothing to do, nothing new
+    assert "HPARAMS" not in capsys.readouterr().out
+    train(load_config(None, [*given, "train.resume=true", "train.max_iters=6"]))
+    assert "its row will show train.max_iters=3 beside" in capsys.readouterr().out
+    train(
+        load_config(
+            None,
+            [*given, "train.resume=true", "train.max_iters=8", "train.learning_rate=5e-4"],
+        )
+    )
+    out = capsys.readouterr().out
+    assert (
+        "note: TensorBoard's HPARAMS tab keeps the hyperparameters this run first started "
+        "with: its row will show train.max_iters=3, train.learning_rate=0.001 beside"
+    ) in out
+    experiment = tensorboard_experiment(tmp_path)
+    assert {h.name for h in experiment.hparam_infos} >= {"train.learning_rate"}

@@ -66,7 +66,7 @@ from training.evaluate import Evaluator, WholeSplitStopped
 from training.optim import WeightAverage, build_optimizer
 from training.report import Reporter, TrainResult, start_lines
 from training.run_folder import RunFolder
-from training.run_writer import TensorBoardViews, tensorboard_line
+from training.run_writer import TensorBoardViews, hparams_resume_note, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
 
 
@@ -280,6 +280,8 @@ class Trainer:
         resume changed, and the start line (see `training.report.start_lines`)."""
         notes = [*self.corpus_notes, *schedule_notices(self.cfg.train)]
         notes += [self.schedule_note, self.evaluator.note, tensorboard_line(self.cfg)]
+        if start and self.dist.is_main:  # what HPARAMS will show beside this stretch
+            notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))
         n_params, tokens = self.model.num_params(), self.report.tokens_per_step
         return start_lines(
             self.cfg, self.dist, self.device, n_params, tokens, start, notes, self.changed_on_resume
