@@ -24,7 +24,11 @@ from viz.grid_layout import GridLayout, label_inches, panel_inches
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import (
     ATTENTION_IMAGE,
+    LOSS_TRAIN,
+    LOSS_VAL,
     SAMPLE_TEXT,
+    TIME_PART,
+    TIME_WALL,
     TRAIN_LOSS,
     VAL_BEST_LOSS,
     VAL_BPC,
@@ -167,8 +171,10 @@ def test_hparams_flags_what_differs_between_the_runs_of_a_logdir(tmp_path, shake
     assert {"model.n_embd", "train.max_iters"} <= {h.name for h in experiment.hparam_infos}
     # The table shows its first five columns; the differing ones come first.
     assert experiment.hparam_infos[0].name == "train.weight_decay"
-    metrics = {m.name.tag for m in experiment.metric_infos}
-    assert {VAL_LOSS, VAL_BPC, VAL_BEST_LOSS, TRAIN_LOSS} <= metrics
+    metrics = [m.name.tag for m in experiment.metric_infos]
+    assert {VAL_LOSS, VAL_BPC, VAL_BEST_LOSS, TRAIN_LOSS} <= set(metrics)
+    # The table ticks its first five metric columns, in tag order: the two losses lead.
+    assert metrics[:2] == [LOSS_TRAIN, LOSS_VAL]
 
 
 def test_views_leave_the_training_losses_unchanged(run, tmp_path):
@@ -269,3 +275,56 @@ def test_a_resume_that_changes_hyperparameters_says_what_hparams_will_show(
     ) in out
     experiment = tensorboard_experiment(tmp_path)
     assert {h.name for h in experiment.hparam_infos} >= {"train.learning_rate"}
+
+
+def tag_groups(tags) -> dict[str, list[str]]:
+    """Scalar tags grouped as TensorBoard's SCALARS tab shows them: by the part before
+    the first "/", groups in name order, each group's tags in name order; the first
+    two groups are open when the tab opens."""
+    groups = {}
+    for tag in sorted(tags):
+        groups.setdefault(tag.split("/")[0], []).append(tag)
+    return dict(sorted(groups.items()))
+
+
+def test_scalars_open_on_the_training_and_validation_losses(run):
+    """The time split's nine charts sorted first (time/ before train/) and SCALARS
+    opened on them (issue 33, item 21): it now sorts last, and the first group holds
+    the two losses, equal to train/loss and val/loss."""
+    _, result = run
+    acc = read_events(result.out_dir)
+    groups = tag_groups(acc.Tags()["scalars"])
+    assert list(groups) == ["loss", "train", "val", "wall_time"]
+    assert groups["loss"] == [LOSS_TRAIN, LOSS_VAL]
+    for copy, tag in ((LOSS_TRAIN, TRAIN_LOSS), (LOSS_VAL, VAL_LOSS)):
+        pairs = [(e.step, e.value) for e in acc.Scalars(copy)]
+        assert pairs == [(e.step, e.value) for e in acc.Scalars(tag)] and pairs
+    assert TIME_WALL in groups["wall_time"] and TIME_PART.format(part="eval") in groups["wall_time"]
+
+
+def test_an_older_runs_time_split_is_read_under_the_new_names(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(tmp_path)) as writer:  # as a run before the move wrote it
+        writer.add_scalar("time/eval_seconds", 1.5, 10)
+        writer.add_scalar("time/wall_seconds", 4.0, 10)
+        writer.add_scalar(VAL_LOSS, 2.5, 10)
+    curves = read_scalar_curves(tmp_path, [TIME_PART.format(part="eval"), TIME_WALL, VAL_LOSS])
+    assert curves[TIME_PART.format(part="eval")].values.tolist() == [1.5]
+    assert curves[TIME_WALL].values.tolist() == [4.0]
+    assert set(read_scalar_curves(tmp_path)) == {TIME_PART.format(part="eval"), TIME_WALL, VAL_LOSS}
+
+
+def test_four_heads_make_a_square_heatmap_a_card_shows_at_its_width(tmp_path, shakespeare_path):
+    """Four heads side by side made a strip (2,231 x 627 pixels for a 19-character
+    prompt) that a TensorBoard card shows 320 pixels wide and 90 high; in two rows of
+    two the card shows the whole grid about a third larger."""
+    extra = {"model.n_head": 4, "train.max_iters": 3, "train.sample_tokens": 0}
+    overrides = tiny_overrides(tmp_path, shakespeare_path, **extra)
+    prompt = "To be, or not to be"
+    result = train(load_config(None, [*overrides, f"train.attention_prompt='{prompt}'"]))
+    (event,) = read_events(result.out_dir).Images(ATTENTION_IMAGE.format(layer=0))
+    T = len(prompt)
+    layout = GridLayout(panel_inches(T), 2, 2, label_inches(list("Tobe,␣rnt")), titled=True)
+    assert abs(event.width - layout.width * 100) < 1 and abs(event.height - layout.height * 100) < 1
+    assert 0.8 < event.width / event.height < 1.25

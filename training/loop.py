@@ -386,7 +386,7 @@ def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
 
     The run ends with a line splitting its wall time (compiling, steps, evaluation,
     samples and heatmaps, checkpoints, ...; see `training.report.RunClock`), also
-    logged to TensorBoard (time/...). ``clock``: the time source of that split.
+    logged to TensorBoard (wall_time/...). ``clock``: the time source of that split.
 
     Returns:
         A `TrainResult`.

@@ -55,7 +55,7 @@ from training.config import RunConfig
 from training.distributed import DistContext, NonFiniteWatch, StopRequest, all_reduce
 from training.run_writer import RunWriter, TensorBoardViews
 
-# In the order the split is printed and logged (TensorBoard: time/<part>_seconds).
+# In the order the split is printed and logged (TensorBoard: wall_time/<part>_seconds).
 PARTS = ("setup", "compile", "steps", "data", "eval", "views", "checkpoints", "other")
 LABELS = {"views": "samples+heatmaps"}  # how the end-of-run line names a part
 FIRST_STEP = "first_step"  # the first training step's time, split by `split`
@@ -572,7 +572,7 @@ class Reporter:
         return self.clock.split(steps_after_first, compiled=self.cfg.train.compile)
 
     def end(self) -> None:
-        """The run's last word: its time split, kept in the result, logged (time/...) and
+        """The run's last word: its time split, kept in the result, logged (wall_time/...) and
         said in one line."""
         self.clock.switch("other")
         split = self.result.time_split = self.time_split()

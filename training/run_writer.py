@@ -14,7 +14,8 @@ logdir, from whichever run it finds first, so a summary written by each run decl
 "differs" for its own values only (tensorboard#6965, #5596). Without one, TensorBoard
 builds the table from every run's hyperparameters, flags those that differ between
 the runs it shows, ticks the first five of them, and takes the metrics from the
-runs' scalars (in tag order: tick val/loss among them). TensorBoard keeps a run's
+runs' scalars in tag order, ticking the first five: loss/train and loss/val first
+(`viz.run_events`). TensorBoard keeps a run's
 first hyperparameters: a resumed run that changed some says so at its start
 (`hparams_resume_note`).
 
@@ -22,7 +23,7 @@ The views (`TensorBoardViews`), at each evaluation:
 
     samples/fixed_prompt   TEXT    train.sample_tokens characters continuing
                                    train.sample_prompt, sampled with the run's seed
-    attention/layer_<l>    IMAGES  layer l's heads side by side, for
+    attention/layer_<l>    IMAGES  layer l's heads in a near-square grid, for
                                    train.attention_prompt (at every evaluation, or
                                    every train.attention_interval steps)
 
@@ -61,11 +62,13 @@ from data.tokenizer import CharTokenizer
 from model import GPT
 from model.scoring import nats_to_bits
 from training.config import RunConfig, flatten, keys_marked
-from viz.attention_plot import attention_grid_figure
+from viz.attention_plot import attention_grid_figure, square_heads_per_row
 from viz.attention_weights import prompt_attention
 from viz.fonts import text_font
 from viz.run_events import (
     ATTENTION_IMAGE,
+    LOSS_TRAIN,
+    LOSS_VAL,
     SAMPLE_TEXT,
     TIME_PART,
     TIME_WALL,
@@ -149,6 +152,7 @@ class RunWriter:
         """The scalars of one logged step: loss in nats/char, gradient norm before
         clipping, throughput in tokens per second."""
         self.writer.add_scalar(TRAIN_LOSS, loss, step)
+        self.writer.add_scalar(LOSS_TRAIN, loss, step)
         self.writer.add_scalar(TRAIN_LR, lr, step)
         self.writer.add_scalar(TRAIN_GRAD_NORM, grad_norm, step)
         self.writer.add_scalar(TRAIN_TOKENS_PER_SEC, tokens_per_sec, step)
@@ -157,6 +161,7 @@ class RunWriter:
         """An evaluation's losses, in nats/char (bits/char derived), and the best
         validation loss so far; flushed, so TensorBoard shows them at once."""
         self.writer.add_scalar(VAL_LOSS, val_loss, step)
+        self.writer.add_scalar(LOSS_VAL, val_loss, step)
         self.writer.add_scalar(VAL_BPC, nats_to_bits(val_loss), step)
         self.writer.add_scalar(TRAIN_EVAL_LOSS, train_loss, step)
         self.writer.add_scalar(TRAIN_EVAL_BPC, nats_to_bits(train_loss), step)
@@ -453,7 +458,8 @@ class TensorBoardViews:
         return self.tokenizer.decode(out[0].tolist())
 
     def attention_images(self, model: GPT, step: int) -> list[np.ndarray]:
-        """One heatmap image per layer for the attention prompt, heads side by side.
+        """One heatmap image per layer for the attention prompt, its heads in a near-square
+        grid (`square_heads_per_row`).
 
         Returns:
             n_layer arrays, each (H, W, 3) uint8.
@@ -467,6 +473,9 @@ class TensorBoardViews:
                 layers=[layer],
                 font=self.font,
                 title=f"step {step}: {self.attention_prompt!r}",
+                # A card shows the whole image at its width: a square grid shows it
+                # largest (four heads side by side came out a strip).
+                heads_per_row=square_heads_per_row(weights.size(1)),
             )
             images.append(figure_to_rgb(fig))
         return images
