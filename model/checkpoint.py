@@ -23,6 +23,8 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
                      (absent in weights-only files)
     corpus           the files and splits trained on, see `training.checkpoint`
                      (ckpt.pt only; absent in files written before it existed)
+    environment      the torch version, device and CPU threads it was trained with, see
+                     `training.environment` (ckpt.pt only; absent in older files)
 
 training/checkpoint.py builds the training parts and checks a resume.
 """

@@ -62,6 +62,7 @@ from training.checkpoint import (
 )
 from training.config import RunConfig
 from training.distributed import init_distributed, shutdown_distributed, wrap_for_data_parallel
+from training.environment import ENVIRONMENT_KEY, environment_note, environment_record
 from training.evaluate import Evaluator, WholeSplitStopped
 from training.optim import WeightAverage, build_optimizer
 from training.report import Reporter, TrainResult, start_lines
@@ -162,6 +163,11 @@ class Trainer:
             check_resume(ckpt, cfg, self.corpus.tokenizer.chars, resume_path) if ckpt else []
         )
         self.corpus_record = corpus_record(self.corpus)  # saved in ckpt.pt
+        self.environment = environment_record(self.device)  # saved in ckpt.pt, too
+        # The resume's torch, device and threads against the checkpoint's.
+        self.environment_note = environment_note(
+            ckpt.get(ENVIRONMENT_KEY) if ckpt else None, self.environment
+        )
         self.corpus_notes, corpus_changed = [], False
         if ckpt:
             accept = tc.accept_changed_corpus
@@ -278,7 +284,7 @@ class Trainer:
         """What the run says before its first step, from step ``start``: notes on the
         corpus, the schedule, the evaluation batch and TensorBoard, the settings a
         resume changed, and the start line (see `training.report.start_lines`)."""
-        notes = [*self.corpus_notes, *schedule_notices(self.cfg.train)]
+        notes = [*self.corpus_notes, self.environment_note, *schedule_notices(self.cfg.train)]
         notes += [self.schedule_note, self.evaluator.note, tensorboard_line(self.cfg)]
         if start and self.dist.is_main:  # what HPARAMS will show beside this stretch
             notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))
@@ -326,9 +332,8 @@ class Trainer:
             self.optimizer, self.sampler, self.dist, self.device, self.average, self.model
         )
         if self.dist.is_main:
-            save_checkpoint(
-                {**contents, **state, CORPUS_KEY: self.corpus_record}, self.out_dir / CKPT_NAME
-            )
+            record = {CORPUS_KEY: self.corpus_record, ENVIRONMENT_KEY: self.environment}
+            save_checkpoint({**contents, **state, **record}, self.out_dir / CKPT_NAME)
             if best:
                 save_checkpoint(contents, self.out_dir / BEST_NAME)
         self.saved_step = r.iter_num
