@@ -172,3 +172,19 @@ def test_a_run_that_fails_after_a_checkpoint_keeps_everything(tmp_path, shakespe
     assert {"ckpt.pt", "best.pt", "config.yaml", ".lock"} <= {p.name for p in out.iterdir()}
     assert len(list(out.glob("events.out.tfevents*"))) == 1
     assert train(load_config(None, [*given, "train.resume=true"])).iter_num == 6
+
+
+def test_an_out_dir_that_is_not_utf8_is_refused_before_anything_is_made(tmp_path):
+    """A folder name with a Latin-1 byte (as ``out_dir=$'caf\\xe9'`` types it) reached
+    TensorBoard's event writer, which encodes file names as UTF-8: a traceback once
+    training had begun."""
+    import os
+
+    out = os.fsdecode(bytes(tmp_path) + b"/caf\xe9")  # 'caf\udce9', as sys.argv holds it
+    with pytest.raises(ConfigError) as refused:
+        train(load_config(None, [f"out_dir={out}", "device=cpu"]))
+    assert str(refused.value) == (
+        f"out_dir={tmp_path}/caf\\xe9 holds bytes that are not UTF-8, and TensorBoard's "
+        "event files cannot be written under such a name: choose an out_dir spelt in UTF-8"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from data.sources import shown
 from model.checkpoint import BEST_NAME, CKPT_NAME, CONFIG_NAME, LOCK_NAME, run_in_progress
 from training.config import SHIPPED_CONFIGS, ConfigError
 
@@ -54,12 +55,14 @@ class RunFolder:
 
     Raises:
         ConfigError: if a new run would overwrite an earlier run's files, a resume
-            finds no checkpoint, the folder cannot be created, or another run holds it.
+            finds no checkpoint, the folder cannot be created, another run holds it,
+            or its path is not UTF-8.
     """
 
     def __init__(self, out_dir: Path, resume: bool, overwrite: bool, lock: bool = True):
         self.out_dir = Path(out_dir)
         self.overwrite = overwrite
+        _check_utf8_name(self.out_dir)
         # A run still before its first checkpoint has left files that look like an
         # earlier run's: say that it is running, not that it may be overwritten.
         if lock and run_in_progress(self.out_dir):
@@ -179,6 +182,24 @@ class RunFolder:
                     break  # not empty: something else is in there now
         self._made_lock_file, self._made_folders, self._wrote_files = False, [], False
         return removed
+
+
+def _check_utf8_name(out_dir: Path) -> None:
+    """Refuse a run folder whose path holds bytes that are not UTF-8 (which Python
+    keeps as lone surrogates): TensorBoard's event writer encodes its file name as
+    UTF-8 and would fail once training has begun.
+
+    Raises:
+        ConfigError: naming the path with the bytes shown as escapes.
+    """
+    try:
+        str(out_dir).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"out_dir={shown(out_dir)} holds bytes that are not UTF-8, and TensorBoard's "
+            "event files cannot be written under such a name: choose an out_dir spelt in "
+            "UTF-8"
+        ) from None
 
 
 # What a training command needs where nothing says which recipe or corpus a folder is for.
