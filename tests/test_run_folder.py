@@ -188,3 +188,31 @@ def test_an_out_dir_that_is_not_utf8_is_refused_before_anything_is_made(tmp_path
         "event files cannot be written under such a name: choose an out_dir spelt in UTF-8"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failure_while_the_run_opens_closes_its_event_writer(
+    tmp_path, shakespeare_path, monkeypatch
+):
+    """The event file was opened before the block that closes it: a failure while the
+    run said its opening lines (a console that cannot print, before cli.console) left
+    the writer's thread running and its file open."""
+    import threading
+
+    import training.report
+    from training.loop import Trainer
+
+    real_say = training.report.Reporter.say
+
+    def say(self, line):
+        if line.startswith("training on"):
+            raise RuntimeError("cannot print (planted)")
+        real_say(self, line)
+
+    monkeypatch.setattr(training.report.Reporter, "say", say)
+    before = set(threading.enumerate())
+    trainer = Trainer(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    with pytest.raises(RuntimeError, match="planted"):
+        trainer.run()
+    left = [t for t in set(threading.enumerate()) - before if "Writer" in type(t).__name__]
+    assert left == []
+    assert not (tmp_path / "run").exists()  # and a new run leaves nothing

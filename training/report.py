@@ -444,16 +444,16 @@ class Reporter:
         file (rank 0) with the run's hyperparameters, says ``lines``, starts the clock
         on ``steps`` and the throughput, and installs the stop request; afterwards
         removes it and closes the bar and the event file."""
-        if self.dist.is_main:
-            # On resume, drop events a stopped run may have logged after its checkpoint.
-            self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
-            self.writer.hyperparameters(self.cfg.to_dict())
-        for line in lines:
-            self.say(line)
-        self.first_step, self.started = start, time.perf_counter()
-        self.throughput = Throughput(self.tokens_per_step, start)
-        self.clock.switch("steps")
-        try:
+        try:  # the event file and its writer thread are closed however this ends
+            if self.dist.is_main:
+                # On resume, drop events a stopped run may have logged after its checkpoint.
+                self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
+                self.writer.hyperparameters(self.cfg.to_dict())
+            for line in lines:
+                self.say(line)
+            self.first_step, self.started = start, time.perf_counter()
+            self.throughput = Throughput(self.tokens_per_step, start)
+            self.clock.switch("steps")
             with self.stop:
                 yield
         finally:
