@@ -60,7 +60,7 @@ def save_checkpoint(payload: dict, path: str | Path) -> None:
         OSError: if writing fails (the temporary file is removed).
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = temporary_path(path)
     try:
         with open(tmp, "wb") as f:
             torch.save({"format_version": CHECKPOINT_FORMAT, **payload}, f)
@@ -69,6 +69,14 @@ def save_checkpoint(payload: dict, path: str | Path) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def temporary_path(path: str | Path) -> Path:
+    """Where `save_checkpoint` writes ``path`` before renaming it into place
+    (``.ckpt.pt.tmp`` beside ``ckpt.pt``): left behind only by a process killed while
+    saving."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp")
 
 
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:

@@ -216,3 +216,16 @@ def test_a_failure_while_the_run_opens_closes_its_event_writer(
     left = [t for t in set(threading.enumerate()) - before if "Writer" in type(t).__name__]
     assert left == []
     assert not (tmp_path / "run").exists()  # and a new run leaves nothing
+
+
+def test_the_temporary_file_of_a_killed_save_is_removed_by_the_next_run(tmp_path, shakespeare_path):
+    """A save cut short by SIGKILL leaves .ckpt.pt.tmp, as large as a checkpoint; the
+    run that next takes the folder removes it (the one holding the lock alone may)."""
+    given = tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 3})
+    train(load_config(None, given))
+    out = tmp_path / "run"
+    for name in (".ckpt.pt.tmp", ".best.pt.tmp"):
+        (out / name).write_bytes(b"half a checkpoint")
+    # A resume with nothing to do: it takes the folder, and writes no checkpoint.
+    assert train(load_config(None, [*given, "train.resume=true"])).iter_num == 3
+    assert not any(p.name.endswith(".tmp") for p in out.iterdir())

@@ -25,7 +25,14 @@ from pathlib import Path
 import yaml
 
 from data.sources import shown
-from model.checkpoint import BEST_NAME, CKPT_NAME, CONFIG_NAME, LOCK_NAME, run_in_progress
+from model.checkpoint import (
+    BEST_NAME,
+    CKPT_NAME,
+    CONFIG_NAME,
+    LOCK_NAME,
+    run_in_progress,
+    temporary_path,
+)
 from training.config import SHIPPED_CONFIGS, ConfigError
 
 
@@ -133,6 +140,10 @@ class RunFolder:
             lock.close()
             self._made_lock_file, self._made_folders = False, []  # the other run's
             raise ConfigError(self._held_message()) from None
+        # The folder is this run's now: a save cut short by SIGKILL or a power cut
+        # left its temporary file, as large as a checkpoint, which nothing else removes.
+        for name in (CKPT_NAME, BEST_NAME):
+            temporary_path(self.out_dir / name).unlink(missing_ok=True)
         return lock
 
     def _held_message(self) -> str:
