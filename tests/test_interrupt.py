@@ -191,3 +191,45 @@ def test_sigterm_before_training_begins_leaves_nothing(tmp_path, shakespeare_pat
     assert "SIGTERM: stopping; a new run leaves nothing behind" in r.stderr
     assert not (tmp_path / "runs").exists()
     assert train(load_config(None, given)).iter_num == 6  # the same command starts
+
+
+def test_a_signal_during_the_first_step_stops_at_once_and_leaves_nothing(
+    tmp_path, shakespeare_path
+):
+    """The first step compiles (with train.compile: minutes), and `docker stop` waits
+    10 s before SIGKILL: a signal then used to wait for the step to end. Nothing is
+    trained yet, so the run stops at once, and a new run leaves its folder empty."""
+    from data.staging import Terminated
+
+    out = tmp_path / "runs" / "new"
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path, out_dir=out))
+    trainer = Trainer(cfg)
+    trainer.sampler.next_batch = SignalAt(trainer.sampler.next_batch, at=1, sig=signal.SIGTERM)
+    with pytest.raises(Terminated) as stopped:
+        trainer.run()
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert not (tmp_path / "runs").exists()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handlers are put back
+
+
+def test_a_closed_terminal_saves_like_sigterm(tmp_path, shakespeare_path):
+    """SIGHUP (the terminal of an ssh session closes) ended the run with no save."""
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 10}))
+    trainer = Trainer(cfg)
+    trainer.sampler.next_batch = SignalAt(trainer.sampler.next_batch, at=3, sig=signal.SIGHUP)
+    result = trainer.run()
+    assert result.interrupted and result.signal == signal.SIGHUP and result.iter_num == 3
+    assert load_checkpoint(tmp_path / "run" / "ckpt.pt")["iter_num"] == 3
+
+
+def test_a_signal_ignored_by_nohup_stays_ignored(tmp_path, shakespeare_path):
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path))
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts the run
+    try:
+        trainer = Trainer(cfg)
+        trainer.sampler.next_batch = SignalAt(trainer.sampler.next_batch, at=3, sig=signal.SIGHUP)
+        result = trainer.run()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    assert not result.interrupted and result.iter_num == 6

@@ -42,6 +42,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from data.staging import Terminated
 from model import device as model_device
 from training.config import ConfigError
 
@@ -183,34 +184,59 @@ def wrap_for_data_parallel(
     return DistributedDataParallel(module, device_ids=ids)
 
 
+# The signals that ask a run to stop: Ctrl-C, `kill` / `docker stop` / a scheduler's
+# pre-emption, and a closed terminal (an ssh session that drops).
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
 class StopRequest:
-    """Context manager that turns the first Ctrl-C (SIGINT) or SIGTERM into a flag,
-    ``requested``, which the training loop checks between iterations so it can save
-    a consistent checkpoint. A second Ctrl-C aborts at once (KeyboardInterrupt),
+    """Context manager that turns the first Ctrl-C (SIGINT), SIGTERM or SIGHUP into a
+    flag, ``requested``, which the training loop checks between iterations so it can
+    save a consistent checkpoint. A second Ctrl-C aborts at once (KeyboardInterrupt),
     except while ``saving`` is True: a checkpoint being written is never cut short.
 
-    Outside the main thread (where Python cannot install signal handlers) it does
-    nothing and ``requested`` stays False.
+    While ``at_once`` is True (the run's first step, which compiles with
+    train.compile: minutes, where `docker stop` waits 10 s), there is nothing to save
+    yet that the run does not have already: a signal stops the run at once, Ctrl-C as
+    KeyboardInterrupt and the others as `data.staging.Terminated` (exit status 128 +
+    the signal), and the run's cleanup leaves a new run's folder empty
+    (`training.run_folder`).
+
+    A signal that is ignored when the block begins (``nohup`` ignores SIGHUP, a shell
+    script's background job SIGINT) stays ignored. Outside the main thread (where
+    Python cannot install signal handlers) it does nothing and ``requested`` stays
+    False.
 
     Attributes:
         requested: a stop was asked for.
         signum: the signal that asked (for the exit status 128 + signum), or None.
         saving: set by the loop around the final save.
+        at_once: set by the loop around the run's first step.
     """
 
     def __init__(self):
         self.requested = False
         self.signum = None
         self.saving = False
+        self.at_once = False
         self._previous = {}
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
+            for sig in STOP_SIGNALS:
+                if signal.getsignal(sig) != signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum, frame) -> None:
+        if self.at_once and not self.requested:
+            name = signal.Signals(signum).name
+            print(f"\n{name} during the first step: stopping at once", file=sys.stderr, flush=True)
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Terminated(signum)
         if self.requested:
             if self.saving:
                 print("\nstill saving the checkpoint; please wait", file=sys.stderr, flush=True)

@@ -472,8 +472,18 @@ class Reporter:
 
     def timing(self, step: int) -> contextlib.AbstractContextManager:
         """The ``with`` block of training step ``step`` (0-based): the run's first, which
-        compiles with train.compile, is timed apart (see `RunClock.split`)."""
-        return self.clock.first_step() if step == self.first_step else contextlib.nullcontext()
+        compiles with train.compile, is timed apart (see `RunClock.split`), and a
+        signal during it stops the run at once (`StopRequest.at_once`)."""
+        return self._first_step() if step == self.first_step else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def _first_step(self) -> Iterator[None]:
+        self.stop.at_once = True
+        try:
+            with self.clock.first_step():
+                yield
+        finally:
+            self.stop.at_once = False
 
     def log(self, step: int, loss: torch.Tensor, lr: float, grad_norm: torch.Tensor) -> None:
         """After optimizer step ``step`` (1-based: steps done): record on the device
