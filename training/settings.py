@@ -137,7 +137,8 @@ class TrainConfig:
         False,
         "with resume: go on even though the corpus differs from the one the checkpoint "
         "recorded (files added, removed or edited; a split's text); the run says so at its "
-        "start, and its checkpoints then record the new corpus",
+        "start, judges the best validation loss (best.pt) afresh on the new split, and its "
+        "checkpoints then record the new corpus",
         hyperparameter=False,
         resume_may_change=True,
     )
