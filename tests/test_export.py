@@ -227,3 +227,23 @@ def test_sample_and_export_start_without_transformers():
     code = f"import sys, export, sample; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_sigterm_during_the_export_leaves_no_folder(tmp_path, monkeypatch):
+    """`kill` while the weights are written used to end the process and leave the
+    temporary folder, as large as the model, beside the target."""
+    import signal
+
+    hand_made_checkpoint(tmp_path / "run")
+    real = transformers.PreTrainedModel.save_pretrained
+
+    def killed_while_saving(self, folder, **kwargs):
+        real(self, folder, **kwargs)
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", killed_while_saving)
+    with pytest.raises(SystemExit) as stopped:
+        export.main(["--out-dir", str(tmp_path / "run"), "--to", str(tmp_path / "hf")])
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
