@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CorpusError, CheckpointError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the first step was done, or a second Ctrl-C
+        print("\nstopped by Ctrl-C without saving", file=sys.stderr)
+        return 130
     if result.interrupted:  # the shell's convention: 128 + signal number
         return 128 + (result.signal or 2)
     if result.rank == 0:

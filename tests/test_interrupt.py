@@ -233,3 +233,20 @@ def test_a_signal_ignored_by_nohup_stays_ignored(tmp_path, shakespeare_path):
     finally:
         signal.signal(signal.SIGHUP, before)
     assert not result.interrupted and result.iter_num == 6
+
+
+def test_ctrl_c_before_training_begins_ends_train_py_without_a_traceback(
+    tmp_path, shakespeare_path, monkeypatch, capsys
+):
+    import train as train_py
+    import training.loop
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while the model is built
+
+    monkeypatch.setattr(training.loop, "build_optimizer", interrupted)
+    out = tmp_path / "runs" / "new"
+    code = train_py.main(tiny_overrides(tmp_path, shakespeare_path, out_dir=out))
+    assert code == 130
+    assert capsys.readouterr().err.endswith("stopped by Ctrl-C without saving\n")
+    assert not (tmp_path / "runs").exists()
