@@ -12,6 +12,8 @@ import torch
 from conftest import ROOT, shakespeare, tiny_overrides
 from training import load_config, train
 
+pytestmark = pytest.mark.slow  # torch.compile
+
 STEPS = 6
 # Eager AdamW is also covered by test_train_e2e's resume test.
 CASES = [

@@ -10,9 +10,12 @@ import sys
 import time
 import types
 
+import pytest
 import torch
 
 from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # runs bench/ scripts
 
 TIMEOUT_S = 600  # the steps have their own limits; this only guards against a hang
 
