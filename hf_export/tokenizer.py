@@ -15,14 +15,15 @@ It reads text as our prompts are read (sample.py, the corpus pipeline):
 Padding (``tokenizer(prompts, padding=True)``, for batched generation): a character
 vocabulary has no spare id, and a new one would need a new row in the embedding and
 the LM head, changing vocab_size and the logits. So the pad token is a character of
-the vocabulary, its last (the highest code point, a rare one in most texts: "z" for
-Tiny Shakespeare), on the left. The attention mask the tokenizer returns keeps every
-pad out of the model's view: transformers masks those keys and counts positions from
-the first real character, so a batch's greedy text is each prompt's own. The price:
-as a special token it is dropped by ``decode(..., skip_special_tokens=True)``, that
-character included, and a data collator would mask its labels; and the model's
-config.json and generation_config.json name no pad id, or ``generate(ids)`` without
-a mask would infer one from every occurrence of that character.
+the vocabulary, its last (the highest code point, often a rare one: "z" for Tiny
+Shakespeare), on the left. The attention mask the tokenizer returns keeps every pad
+out of the model's view: transformers masks those keys and counts positions from the
+first real character, so a batch's greedy text is each prompt's own. The costs: as a
+special token, ``decode(..., skip_special_tokens=True)`` drops that character wherever
+it stands, and transformers' language-modelling collator masks its labels. The
+model's config.json and generation_config.json name no pad id: given one,
+``generate(ids)`` without an attention mask would infer a mask that hides every
+occurrence of that character.
 
 Text with a character outside the vocabulary cannot be encoded (the model has no id
 for it): ``tokenizers`` raises "WordLevel error: Missing [UNK] token from the
