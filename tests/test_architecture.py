@@ -138,6 +138,7 @@ def test_softcap_bounds_logits_and_untied_head_is_separate():
     assert torch.all(model.blocks[1].mlp.down_proj.weight == 0)
 
 
+@pytest.mark.slow  # torch.compile
 def test_compiled_and_eager_forward_agree():
     model = build("modern").eval()
     x = torch.randint(0, 20, (2, 16)).to(TEST_DEVICE)

@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = runpy.run_path(str(ROOT / "bench" / "attention_page_browser.py"), run_name="bench")
 MISSING = BENCH["browser_missing"]()
 IN_CI = os.environ.get("CI", "").lower() == "true"
-pytestmark = pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
+pytestmark = [
+    pytest.mark.slow,  # a browser, driven by bench/attention_page_browser.py
+    pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or ""),
+]
 
 
 @pytest.fixture(scope="module")

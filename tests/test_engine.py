@@ -48,6 +48,7 @@ def engine_tokens(engine: Engine, prompt: torch.Tensor, new: int, seed: int, **s
     return torch.cat([prompt, *steps], dim=1)
 
 
+@pytest.mark.slow  # torch.compile
 @pytest.mark.parametrize("position", ["learned", "rope"])
 def test_the_compiled_step_is_traced_once_over_1000_steps(position):
     """fullgraph=True raises at any graph break; 1,000 steps cross block_size 60 times
@@ -67,6 +68,7 @@ def test_the_compiled_step_is_traced_once_over_1000_steps(position):
     assert backend.graphs == 1
 
 
+@pytest.mark.slow  # torch.compile
 @pytest.mark.parametrize(
     "position, sampling",
     [("learned", {"top_k": 5}), ("rope", {"temperature": 0.8, "top_p": 0.9})],

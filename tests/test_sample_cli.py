@@ -176,6 +176,7 @@ def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
 # --- benchmark script ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs bench/sample_speed.py
 def test_benchmark_script_runs_and_prints_a_table(capsys):
     bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
     args = ["--models", "cpu", "--batch-sizes", "1,2", "--new-tokens", "3"]
