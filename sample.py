@@ -28,12 +28,8 @@ from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
 from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from model.device import resolve_device
-from model.engine import generate_chunks
-from model.sampling import (
-    SamplingArgumentError,
-    make_generator,
-    validate_sampling_args,
-)
+from model.engine import generate_stream, read_in_chunks
+from model.sampling import Sampling, SamplingArgumentError, check_max_new_tokens
 
 SEPARATOR = "\n" + "-" * 40
 
@@ -110,16 +106,17 @@ def read_prompt_file(path: str) -> str:
         ) from None
 
 
-def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
-    """Validate every argument that needs no checkpoint; return (stream, stop strings).
-    Reads the escapes of --prompt (into ``args.prompt``) and --stop (`data.escapes`).
+def check_arguments(args: argparse.Namespace) -> tuple[Sampling, bool, list[str]]:
+    """Validate every argument that needs no checkpoint; return (sampling settings,
+    stream, stop strings). Reads the escapes of --prompt (into ``args.prompt``) and
+    --stop (`data.escapes`).
 
     Raises:
         ValueError: naming the flag, for any bad value.
     """
     try:
-        validate_sampling_args(args.max_new_tokens, args.temperature, args.top_k, args.top_p)
-        make_generator(args.seed)  # checks the seed's range
+        sampling = Sampling(args.temperature, args.top_k, args.top_p, seed=args.seed)
+        check_max_new_tokens(args.max_new_tokens)
     except SamplingArgumentError as e:  # named as the flag the user typed
         raise ValueError(f"--{e.argument.replace('_', '-')} {e.requirement}") from None
     if args.num_samples < 1:
@@ -137,7 +134,7 @@ def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
         if not stop:
             raise ValueError("--stop needs a non-empty string")
         stops.append(stop)
-    return stream, stops
+    return sampling, stream, stops
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +152,7 @@ def _main(argv: list[str] | None) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
     try:
-        stream, stop_strings = check_arguments(args)
+        sampling, stream, stop_strings = check_arguments(args)
         prompt = args.prompt
         if args.prompt_file is not None:
             prompt = read_prompt_file(args.prompt_file)
@@ -180,15 +177,7 @@ def _main(argv: list[str] | None) -> int:
     idx = prompt_ids.to(device).unsqueeze(0).repeat(args.num_samples, 1)
     # Tokens come back to the host CHUNK at a time (model/engine.py): streamed text
     # appears a chunk at a time, and a stop sequence ends the sample within a chunk.
-    chunks = generate_chunks(
-        model,
-        idx,
-        args.max_new_tokens,
-        args.temperature,
-        args.top_k,
-        args.top_p,
-        generator=make_generator(args.seed, device),
-    )
+    chunks = read_in_chunks(generate_stream(model, idx, args.max_new_tokens, sampling))
     stops = StopSequences(stop_ids, args.num_samples)
     texts = [[prompt] for _ in range(args.num_samples)]  # the pieces of each sample
 

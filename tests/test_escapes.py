@@ -30,7 +30,7 @@ CHARS = sorted(set("\n\\{}()abcdefhimnoqrtvé :C"))
 @pytest.mark.parametrize(("typed", "meant"), TYPED)
 def test_prompt_and_stop_read_the_same_text(typed, meant):
     args = sample.build_parser().parse_args(["--prompt", typed, "--stop", typed])
-    _, stops = sample.check_arguments(args)
+    stops = sample.check_arguments(args)[2]  # after the sampling settings and stream
     assert args.prompt == stops[0] == meant
     args = explore_attention.build_parser().parse_args(["--prompt", typed])
     explore_attention.check_modes(args)

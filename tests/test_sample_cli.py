@@ -72,7 +72,7 @@ def test_cli_stream_writes_while_generating(monkeypatch, checkpoint_dir):
     """Each chunk of tokens read back from the engine is written before the next one is
     generated (model/engine.py's CHUNK tokens at a time)."""
     events = []
-    original = sample.generate_chunks
+    original = sample.read_in_chunks
 
     def spy(*args, **kwargs):
         for chunk in original(*args, **kwargs):
@@ -84,7 +84,7 @@ def test_cli_stream_writes_while_generating(monkeypatch, checkpoint_dir):
             events.append("write")
             return super().write(text)
 
-    monkeypatch.setattr(sample, "generate_chunks", spy)
+    monkeypatch.setattr(sample, "read_in_chunks", spy)
     monkeypatch.setattr(sys, "stdout", Recorder())
     args = ["--out-dir", str(checkpoint_dir), "--device", "cpu", "--max-new-tokens", "40"]
     assert sample.main([*args, "--prompt", "a"]) == 0

@@ -1,17 +1,17 @@
 """Choosing the next token (model/sampling.py): temperature, top-k, top-p, seeds, and
-and the draw on the device against torch.multinomial."""
+the draw on the device against torch.multinomial."""
 
 import pytest
 import torch
 
 from model.sampling import (
+    Sampling,
     SamplingArgumentError,
     draw,
     make_generator,
     next_token,
     top_k_filter,
     top_p_filter,
-    validate_sampling_args,
 )
 
 # --- filters -------------------------------------------------------------------------
@@ -48,7 +48,7 @@ def test_top_k_keeps_k_and_clamps_to_the_vocabulary():
 
 def test_sampling_with_top_p_draws_only_from_the_nucleus():
     logits = PROBS.log().repeat(4000, 1)
-    tokens = next_token(logits, top_p=0.7, generator=torch.Generator().manual_seed(0))[:, 0]
+    tokens = next_token(logits, Sampling(top_p=0.7), torch.Generator().manual_seed(0))[:, 0]
     assert set(tokens.tolist()) == {0, 1}
     share = (tokens == 0).float().mean().item()
     assert abs(share - 0.5 / 0.8) < 0.03  # renormalised over the kept tokens
@@ -56,7 +56,7 @@ def test_sampling_with_top_p_draws_only_from_the_nucleus():
 
 def test_tiny_temperature_is_greedy_not_nan():
     logits = torch.tensor([[1.0, 3.0, 2.0]])
-    assert next_token(logits, temperature=1e-30).item() == 1
+    assert next_token(logits, Sampling(temperature=1e-30)).item() == 1
 
 
 def test_bad_seeds_and_settings_name_their_argument():
@@ -65,7 +65,7 @@ def test_bad_seeds_and_settings_name_their_argument():
             make_generator(seed)
         assert e.value.argument == "seed"
     with pytest.raises(SamplingArgumentError) as e:
-        validate_sampling_args(3, 1.0, None, 2.0)
+        Sampling(1.0, None, 2.0)
     assert e.value.argument == "top_p" and e.value.requirement.startswith("must be a number")
 
 

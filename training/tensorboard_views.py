@@ -23,6 +23,8 @@ from matplotlib.figure import Figure
 
 from data.tokenizer import CharTokenizer
 from model import GPT
+from model.engine import generate
+from model.sampling import Sampling
 from training.config import RunConfig
 from training.prompts import usable_prompt
 from training.run_writer import RunWriter
@@ -107,13 +109,8 @@ class TensorBoardViews:
         model.eval()
         try:
             idx = self.encode(self.sample_prompt).to(device).unsqueeze(0)
-            out = model.generate(
-                idx,
-                self.cfg.train.sample_tokens,
-                SAMPLE_TEMPERATURE,
-                SAMPLE_TOP_K,
-                generator=generator,
-            )
+            sampling = Sampling(SAMPLE_TEMPERATURE, SAMPLE_TOP_K, generator=generator)
+            out = generate(model, idx, self.cfg.train.sample_tokens, sampling)
         finally:
             model.train(was_training)
         return self.tokenizer.decode(out[0].tolist())
