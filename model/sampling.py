@@ -8,7 +8,7 @@
       -> softmax -> one draw per row                    (B, 1) token ids
 
 Filters set the logits of removed tokens to -inf, so the softmax gives them exactly
-zero probability. The settings travel together as one
+zero probability, and the draw never picks them. The settings travel together as one
 `Sampling`, checked once when it is made, before any model work.
 """
 
@@ -67,7 +67,8 @@ class Sampling:
 
     Args:
         temperature: a finite number >= 0 dividing the logits; 0 means greedy (argmax,
-            no randomness).
+            no randomness). Any positive value works, however small: below float32's
+            smallest normal number it gives the greedy token too (`next_token`).
         top_k: None (off) or an integer >= 1: sample among the k likeliest tokens
             (values above vocab_size keep every token).
         top_p: None (off) or a number in (0, 1]: nucleus sampling (1 keeps every token).
@@ -213,9 +214,12 @@ def next_token(
         return logits.argmax(dim=-1, keepdim=True)
     # Subtracting the row maximum first changes nothing mathematically (softmax is
     # shift-invariant) but keeps a tiny temperature from turning logits into inf - inf
-    # = NaN: the best token stays at 0 and the others go to -inf at worst.
+    # = NaN: the best token stays at 0 and the others go to -inf at worst. Below
+    # float32's smallest normal number a temperature would round to 0 in the division
+    # (0 / 0 = NaN), so it is raised to that number: the same greedy limit.
+    temperature = max(sampling.temperature, torch.finfo(torch.float32).tiny)
     logits = logits.float()
-    logits = (logits - logits.amax(dim=-1, keepdim=True)) / sampling.temperature
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if sampling.top_k is not None:
         logits = top_k_filter(logits, sampling.top_k)
     if sampling.top_p is not None:
@@ -231,6 +235,12 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
     p_i (the exponential race; the Gumbel-max trick with exp applied). It is the
     computation torch.multinomial makes for one sample, without its input checks that
     read a value back to the host: the same generator gives the same ids.
+
+    Only tokens with p_i > 0 take part: a token that top-k or top-p removed can never
+    be drawn, even where the race holds 0 or -0.0 (some devices' generators can
+    return 0, and 0 / 0 = NaN would win the argmax).
     """
     race = torch.empty_like(probs).exponential_(1, generator=generator)
-    return (probs / race).argmax(dim=-1, keepdim=True)
+    # p / |E| >= 0 for every token that can be drawn (+inf where E is 0); -1 below them.
+    scores = torch.where(probs > 0, probs / race.abs(), -1.0)
+    return scores.argmax(dim=-1, keepdim=True)

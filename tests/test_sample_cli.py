@@ -155,6 +155,16 @@ def test_cli_stop_with_unknown_characters_is_an_error(capsys, checkpoint_dir):
     assert code == 2 and "--stop" in err and "'x' (U+0078) at position 0" in err
 
 
+@pytest.mark.parametrize("temperature", ["1e-30", "1e-50", "1e-300", "5e-324"])
+def test_cli_any_positive_temperature_gives_text(capsys, checkpoint_dir, temperature):
+    """A tiny temperature gives the greedy text (it used to print NaN's token 0)."""
+    common = ["--prompt", "ab", "--max-new-tokens", "60", "--top-k", "3"]
+    _, greedy, _ = run_main(capsys, checkpoint_dir, *common, "--temperature", "0")
+    code, text, err = run_main(capsys, checkpoint_dir, *common, "--temperature", temperature)
+    assert code == 0, err
+    assert text == greedy and len(set(greedy)) > 3
+
+
 @pytest.mark.parametrize("stream", [True, False])
 def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
     cmd = [sys.executable, str(ROOT / "sample.py"), "--out-dir", str(checkpoint_dir)]
