@@ -150,9 +150,26 @@ def test_cli_bad_arguments_are_named_before_loading(capsys, tmp_path, args, mess
     assert "checkpoint" not in err and "Traceback" not in err
 
 
+def test_cli_reports_every_bad_flag_at_once(capsys, tmp_path):
+    """As train.py lists every configuration error, sample.py lists every bad flag."""
+    bad = ["--top-k", "0", "--top-p", "1.5", "--temperature", "-1", "--num-samples", "0"]
+    bad += ["--max-new-tokens", "-2", "--stop", "", "--prompt", r"a\u12", "--device", "tpu"]
+    code, out, err = run_main(capsys, tmp_path / "no_such_run", *bad)
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert lines[0] == "error: 8 bad arguments:"
+    flags = ["--temperature", "--top-k", "--top-p", "--max-new-tokens", "--num-samples"]
+    flags += ["--prompt", "--stop", "--device"]
+    assert [line.split()[1].rstrip(":") for line in lines[1:]] == flags
+    assert all(line.startswith("  - --") for line in lines[1:])
+
+
 def test_cli_stop_with_unknown_characters_is_an_error(capsys, checkpoint_dir):
     code, _, err = run_main(capsys, checkpoint_dir, "--stop", "xa")
     assert code == 2 and "--stop" in err and "'x' (U+0078) at position 0" in err
+    code, _, err = run_main(capsys, checkpoint_dir, "--prompt", "ax", "--stop", "zb")
+    assert code == 2 and "2 bad arguments" in err
+    assert "'x' (U+0078) at position 1" in err and "--stop 'zb'" in err
 
 
 @pytest.mark.parametrize("temperature", ["1e-30", "1e-50", "1e-300", "5e-324"])
