@@ -37,11 +37,6 @@ class SamplingArgumentError(ValueError):
         self.argument, self.requirement = problems[0]
 
 
-class SamplingError(RuntimeError):
-    """A sampler fault. The draw of `draw` (an argmax) cannot leave the vocabulary, so
-    nothing here raises it any more; it stays for callers that catch it."""
-
-
 def _is_int(value) -> bool:
     """True for Python and NumPy integers, False for bools (True is not a count)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -291,3 +291,27 @@ def test_console_that_cannot_encode_korean(tmp_path, korean_path):
     )
     assert r.returncode == 0, r.stderr.decode("utf-8", "replace")
     assert r.stdout.startswith(b"??")  # replaced, not a UnicodeEncodeError
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.ko.md"])
+def test_the_troubleshooting_rows_of_sampling_name_messages_sample_py_prints(readme):
+    """Each row of the READMEs' message table about sampling quotes text that sample.py
+    or model/ can print (a row once named a sampler error no code raised any more)."""
+    import re
+
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    sources = "".join(
+        path.read_text(encoding="utf-8")
+        for path in [ROOT / "sample.py", *sorted((ROOT / "model").glob("*.py"))]
+    )
+    rows = [
+        line
+        for line in text.splitlines()
+        if line.startswith("| `") and re.search(r"sampler|bad arguments|--top|token id", line)
+    ]
+    assert rows, "the table has a row for sample.py's argument errors"
+    for row in rows:
+        for quoted in re.findall(r"`([^`]+)`", row.split(" | ")[0]):
+            pieces = re.split(r"\.\.\.|\bN\b", quoted)  # placeholders
+            longest = max(pieces, key=len).strip()
+            assert longest in sources, (readme, row)
