@@ -136,13 +136,13 @@ def compare(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|")
     for name in args.models.split(","):
         for batch in (int(b) for b in args.batch_sizes.split(",")):
-            rates = {other: [], ours: []}
+            rates = ([], [])  # the other checkout's, this one's
             for round_ in range(args.rounds):
-                order = (other, ours) if round_ % 2 == 0 else (ours, other)
-                for script in order:
-                    rates[script].append(row_rate(script, name, batch, args))
-            ratios = [a / b for a, b in zip(rates[ours], rates[other], strict=True)]
-            cells = [" / ".join(f"{r:,.0f}" for r in rates[s]) for s in (other, ours)]
+                for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+                    script = (other, ours)[side]
+                    rates[side].append(row_rate(script, name, batch, args))
+            ratios = [a / b for a, b in zip(rates[1], rates[0], strict=True)]
+            cells = [" / ".join(f"{r:,.0f}" for r in side) for side in rates]
             span = f"{min(ratios):.2f}-{max(ratios):.2f}"
             print(f"| {name} | {batch} | {cells[0]} | {cells[1]} | {span} |", flush=True)
 

@@ -214,6 +214,20 @@ def test_benchmark_script_runs_and_prints_a_table(capsys):
         assert math.isfinite(rate) and rate > 0
 
 
+def test_benchmark_script_compares_two_checkouts_row_by_row(capsys):
+    """--against runs another checkout's script and this one alternately (here this
+    checkout against itself) and gives both rates and their ratio per row."""
+    bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
+    args = ["--models", "cpu", "--batch-sizes", "2", "--new-tokens", "3", "--threads", "1"]
+    bench["main"]([*args, "--against", str(ROOT), "--rounds", "1"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| cpu |")]
+    assert len(rows) == 1
+    other, ours, ratio = (cell.strip() for cell in rows[0].split("|")[3:6])
+    assert float(other.replace(",", "")) > 0 and float(ours.replace(",", "")) > 0
+    low, high = (float(x) for x in ratio.split("-"))
+    assert 0 < low <= high
+
+
 def test_a_missing_checkpoint_says_what_to_do(tmp_path):
     """Each kind of folder without the checkpoint gets its own fix: train a run, wait
     for its first evaluation (the step from its config.yaml), or use ckpt.pt."""
