@@ -293,6 +293,10 @@ def check_page(page: Page, url: str, explorer: AttentionExplorer, prompt: str) -
     page.set_temperature(0)
     shown = page.next_chars()
     assert shown[0] == (info["vocab_labels"][int(logits.argmax())], 1.0)
+    # Greedy: still ranked by the logits (not in vocabulary order after the first).
+    ranked = torch.sort(logits, descending=True, stable=True).indices[: len(shown)]
+    assert [label for label, _ in shown] == [info["vocab_labels"][i] for i in ranked]
+    assert {p for _, p in shown[1:]} == {0.0}
     assert "greedy" in page.find("#temperature-help").text
     done.append("next-character probabilities = softmax(logits / T) for T = 0.5, 1, 1.5; 0 greedy")
 

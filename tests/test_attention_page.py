@@ -136,6 +136,11 @@ def test_next_char_distribution_is_the_softmax_at_that_temperature(run):
         "probability": 1.0,
     }
     assert {n["probability"] for n in greedy["next"][1:]} == {0.0}
+    # Listed by the model's logits at every temperature: at 0 too, not in vocabulary
+    # order once the probabilities are 0.
+    ranked = torch.sort(logits, descending=True, stable=True).indices[:10].tolist()
+    assert [n["id"] for n in greedy["next"]] == ranked
+    assert ranked != sorted(ranked)  # vocabulary order would differ
     # Tied logits: the first wins, as argmax and the sampler's greedy path choose.
     tied = next_char_probabilities(torch.tensor([1.0, 3.0, 3.0, 2.0]), 0)
     assert tied.tolist() == [0.0, 1.0, 0.0, 0.0]

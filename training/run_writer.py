@@ -56,6 +56,8 @@ from data.escapes import unescape
 from data.normalization import continues_cluster, safe_cut, whole_cut
 from data.tokenizer import CharTokenizer
 from model import GPT
+from model.engine import generate
+from model.sampling import Sampling
 from model.scoring import nats_to_bits
 from training.config import RunConfig, flatten, keys_marked
 from viz.attention_plot import attention_grid_figure
@@ -425,13 +427,8 @@ class TensorBoardViews:
         model.eval()
         try:
             idx = self.encode(self.sample_prompt).to(device).unsqueeze(0)
-            out = model.generate(
-                idx,
-                self.cfg.train.sample_tokens,
-                SAMPLE_TEMPERATURE,
-                SAMPLE_TOP_K,
-                generator=generator,
-            )
+            sampling = Sampling(SAMPLE_TEMPERATURE, SAMPLE_TOP_K, generator=generator)
+            out = generate(model, idx, self.cfg.train.sample_tokens, sampling)
         finally:
             model.train(was_training)
         return self.tokenizer.decode(out[0].tolist())

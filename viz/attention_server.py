@@ -126,7 +126,8 @@ class AttentionExplorer:
             lists, ``average`` (n_layer, T, T) the mean over heads (as the CLI computes
             it), ``logits`` (vocab_size,) of the last position, ``temperature``, ``next``
             the TOP_K likeliest next characters as ``{"id", "char", "label",
-            "probability"}``, most likely first, and ``notes`` (list of str).
+            "probability"}``, most likely first (by logit: the same order at every
+            temperature; ties by id), and ``notes`` (list of str).
 
         Raises:
             PromptError: if the prompt is empty or not text, holds characters outside the
@@ -157,7 +158,9 @@ class AttentionExplorer:
             )
         average = torch.stack([select_head(weights, layer) for layer in range(weights.size(0))])
         probs = next_char_probabilities(logits, temperature)
-        top = torch.topk(probs, min(TOP_K, probs.numel()))
+        # Ranked by the logits, the same order at every temperature: at 0 every
+        # probability but the first is 0, and would leave the rest in vocabulary order.
+        top = torch.sort(logits, descending=True, stable=True).indices[:TOP_K].tolist()
         chars = self.tokenizer.chars
         return {
             "prompt": prompt,
@@ -169,7 +172,7 @@ class AttentionExplorer:
             "temperature": temperature,
             "next": [
                 {"id": i, "char": chars[i], "label": visible_char(chars[i]), "probability": p}
-                for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+                for i, p in zip(top, probs[top].tolist(), strict=True)
             ],
             "notes": notes,
         }
