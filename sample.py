@@ -27,7 +27,7 @@ from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
 from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-from model.device import resolve_device
+from model.device import DTYPE_NAMES, autocast_context, resolve_device, resolve_dtype
 from model.engine import generate_chunks
 from model.sampling import (
     SamplingArgumentError,
@@ -88,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        default="auto",
+        help="precision of the forward passes: auto (bfloat16 on a CUDA GPU that has it, "
+        "float16 on one that has not, float32 on CPU and MPS), float32, bfloat16 or float16",
+    )
     return p
 
 
@@ -160,6 +167,7 @@ def _main(argv: list[str] | None) -> int:
         if args.prompt_file is not None:
             prompt = read_prompt_file(args.prompt_file)
         device = resolve_device(args.device)
+        dtype = resolve_dtype(args.dtype, device)
         path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
         ckpt = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(ckpt, path)
@@ -204,13 +212,14 @@ def _main(argv: list[str] | None) -> int:
         if stream:
             sys.stdout.write(prompt)
             sys.stdout.flush()
-        for chunk in chunks:
-            for column in chunk.T.tolist():  # (B,) tokens of one step
-                show(stops.push(column))
+        with autocast_context(device, dtype):  # the model runs as the chunks are drawn
+            for chunk in chunks:
+                for column in chunk.T.tolist():  # (B,) tokens of one step
+                    show(stops.push(column))
+                    if stops.all_finished:
+                        break
                 if stops.all_finished:
-                    break
-            if stops.all_finished:
-                break  # leaving the iterator early skips the remaining model work
+                    break  # leaving the iterator early skips the remaining model work
         show(stops.flush())
         if stream:
             sys.stdout.write("\n")

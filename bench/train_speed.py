@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from data.corpus import DEFAULT_CORPUS_PATH, ensure_default_corpus  # noqa: E402
-from model.device import autocast_dtype  # noqa: E402
+from model.device import auto_dtype  # noqa: E402
 from training.config import load_config  # noqa: E402
 from training.loop import Trainer  # noqa: E402
 
@@ -123,7 +123,7 @@ def run_case(name: str, config: Path | None, overrides: list[str], iters: int, w
             peak_mb = torch.cuda.max_memory_allocated() / 2**20
         else:  # ru_maxrss is in KiB on Linux: the process's resident peak
             peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
-        peak_dtype = autocast_dtype(device) or torch.float32
+        peak_dtype = auto_dtype(device)
         matrix_size = 8192 if device.type == "cuda" else 2048
         queue.put(
             {

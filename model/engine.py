@@ -127,11 +127,14 @@ class KVCache:
     @classmethod
     def for_model(cls, model: GPT, batch_size: int) -> "KVCache":
         """An empty cache for ``model`` and ``batch_size`` sequences, holding block_size
-        positions, on the device and in the dtype of the model's weights."""
+        positions, on the device of the model's weights, in the dtype its projections
+        give keys and values: torch.autocast's where autocast is on (sample.py
+        --dtype), else the weights'."""
         c, weight = model.config, model.token_embedding.weight
-        return cls(
-            c.n_layer, batch_size, c.n_head, c.block_size, c.head_size, weight.dtype, weight.device
-        )
+        dtype, kind = weight.dtype, weight.device.type
+        if torch.is_autocast_enabled(kind):
+            dtype = torch.get_autocast_dtype(kind)
+        return cls(c.n_layer, batch_size, c.n_head, c.block_size, c.head_size, dtype, weight.device)
 
 
 def one_row_linear(
