@@ -27,7 +27,14 @@ from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
 from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-from model.device import DeviceError, resolve_device
+from model.device import (
+    DTYPE_NAMES,
+    DeviceError,
+    DtypeError,
+    autocast_context,
+    resolve_device,
+    resolve_dtype,
+)
 from model.engine import generate_stream, read_in_chunks
 from model.sampling import Sampling, SamplingArgumentError, check_max_new_tokens
 
@@ -84,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        default="auto",
+        help="precision of the forward passes: auto (bfloat16 on a CUDA GPU that has it, "
+        "float16 on one that has not, float32 on CPU and MPS), float32, bfloat16 or float16",
+    )
     return p
 
 
@@ -124,11 +138,11 @@ def problems_message(problems: list[str]) -> str:
 
 def check_arguments(
     args: argparse.Namespace,
-) -> tuple[Sampling, bool, list[str], torch.device]:
+) -> tuple[Sampling, bool, list[str], torch.device, torch.dtype]:
     """Validate every argument that needs no checkpoint; return (sampling settings,
-    stream, stop strings, device). Reads the prompt into ``args.prompt``: the escapes
-    of --prompt (`data.escapes`), or the text of --prompt-file; and the escapes of
-    --stop.
+    stream, stop strings, device, the dtype of the forward passes). Reads the prompt
+    into ``args.prompt``: the escapes of --prompt (`data.escapes`), or the text of
+    --prompt-file; and the escapes of --stop.
 
     Raises:
         ValueError: naming the flag of every bad value, all of them at once.
@@ -167,15 +181,16 @@ def check_arguments(
         if not stop:
             problems.append("--stop needs a non-empty string")
         stops.append(stop)
-    device = None
+    device = dtype = None
     try:
         device = resolve_device(args.device)
-    except DeviceError as e:
-        problems.append(f"--device: {e}")
+        dtype = resolve_dtype(args.dtype, device)
+    except DeviceError as e:  # a DtypeError names --dtype itself
+        problems.append(str(e) if isinstance(e, DtypeError) else f"--device: {e}")
     if problems:
         raise ValueError(problems_message(problems))
     stream = args.num_samples == 1 if args.stream is None else args.stream
-    return sampling, stream, stops, device
+    return sampling, stream, stops, device, dtype
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +208,7 @@ def _main(argv: list[str] | None) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
     try:
-        sampling, stream, stop_strings, device = check_arguments(args)
+        sampling, stream, stop_strings, device, dtype = check_arguments(args)
         prompt = args.prompt
         path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
         ckpt = load_checkpoint(path, map_location=device)
@@ -237,13 +252,14 @@ def _main(argv: list[str] | None) -> int:
         if stream:
             sys.stdout.write(prompt)
             sys.stdout.flush()
-        for chunk in chunks:
-            for column in chunk.T.tolist():  # (B,) tokens of one step
-                show(stops.push(column))
+        with autocast_context(device, dtype):  # the model runs as the chunks are drawn
+            for chunk in chunks:
+                for column in chunk.T.tolist():  # (B,) tokens of one step
+                    show(stops.push(column))
+                    if stops.all_finished:
+                        break
                 if stops.all_finished:
-                    break
-            if stops.all_finished:
-                break  # leaving the iterator early skips the remaining model work
+                    break  # leaving the iterator early skips the remaining model work
         show(stops.flush())
         if stream:
             sys.stdout.write("\n")

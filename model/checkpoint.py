@@ -23,6 +23,12 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
                      (absent in weights-only files)
     corpus           the files and splits trained on, see `training.checkpoint`
                      (ckpt.pt only; absent in files written before it existed)
+    scaler           train.dtype float16 only (ckpt.pt): torch.amp.GradScaler's
+                     state_dict, the loss scale and its growth tracker
+    skipped_steps    with ``scaler``: optimizer steps loss scaling has skipped so far
+
+``config["train"]["dtype"]`` is the dtype the run resolved (float32, bfloat16 or
+float16); a file written before that key existed has none.
 
 training/checkpoint.py builds the training parts and checks a resume.
 """

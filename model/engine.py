@@ -82,9 +82,11 @@ def allocate_cache(model: GPT, batch_size: int) -> tuple[torch.Tensor, torch.Ten
     at their full size, for one generation (Pope et al. 2022, section 2).
 
     Returns:
-        keys, values: (n_layer, B, n_head, block_size, d_k) zeros, on the device and in
-        the dtype of the model's weights. Zeros rather than empty: masked slots get
-        zero weight, and 0 * 0 stays 0 where arbitrary memory could hold a NaN.
+        keys, values: (n_layer, B, n_head, block_size, d_k) zeros, on the device of the
+        model's weights, in the dtype its projections give keys and values: torch.
+        autocast's where autocast is on (sample.py --dtype), else the weights'. Zeros
+        rather than empty: masked slots get zero weight, and 0 * 0 stays 0 where
+        arbitrary memory could hold a NaN.
 
     Raises:
         ValueError: if batch_size is not positive.
@@ -92,8 +94,11 @@ def allocate_cache(model: GPT, batch_size: int) -> tuple[torch.Tensor, torch.Ten
     if batch_size <= 0:
         raise ValueError(f"the KV cache's batch_size must be positive, got {batch_size}")
     c, weight = model.config, model.token_embedding.weight
+    dtype, kind = weight.dtype, weight.device.type
+    if torch.is_autocast_enabled(kind):
+        dtype = torch.get_autocast_dtype(kind)
     shape = (c.n_layer, batch_size, c.n_head, c.block_size, c.head_size)
-    keys = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+    keys = torch.zeros(shape, dtype=dtype, device=weight.device)
     return keys, torch.zeros_like(keys)
 
 
