@@ -361,10 +361,14 @@ def head_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
     def one(key: str, chapter: int, title: str, formula: str, code: str, kind="values"):
         return Step(key, chapter, title, formula, code, kept[key][0, head], kind, head)
 
+    split = "CausalSelfAttention.forward: self.split_heads(self.qkv_proj(x))"
+    qk_code = split + (" (QK-norm inside)" if config.qk_norm else "")
+    if config.position == "rope":
+        qk_code += ", then self.rotary(q), self.rotary(k)"
     return [
-        one("q", 3, f"Q: the queries, {qk_note(config)}", projected.format("q"), "split_heads"),
-        one("k", 3, "K: the keys, the same way", projected.format("k"), "split_heads"),
-        one("v", 3, "V: the values (no QK-norm, no RoPE)", projected.format("v"), "split_heads"),
+        one("q", 3, f"Q: the queries, {qk_note(config)}", projected.format("q"), qk_code),
+        one("k", 3, "K: the keys, the same way", projected.format("k"), qk_code),
+        one("v", 3, "V: the values (no QK-norm, no RoPE)", projected.format("v"), split),
         one(
             "scores",
             4,
