@@ -54,8 +54,12 @@ def layer_predictions(model: GPT, record: ForwardRecord, top_k: int = 5) -> dict
     for logits in layer_logits(model, record):
         probs = torch.softmax(logits[0].double(), dim=-1)  # (T, vocab_size)
         k = min(top_k, probs.size(-1))
-        # Stable sort: equal probabilities keep id order, as the next-character table.
-        order = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :k]
-        ids.append(order.tolist())
-        probabilities.append(probs.gather(-1, order).tolist())
+        top = torch.topk(probs, k, dim=-1)
+        # Equal probabilities in id order, as the next-character table lists them.
+        ranked = [
+            sorted(zip(row_ids, row_probs, strict=True), key=lambda pair: (-pair[1], pair[0]))
+            for row_ids, row_probs in zip(top.indices.tolist(), top.values.tolist(), strict=True)
+        ]
+        ids.append([[i for i, _ in row] for row in ranked])
+        probabilities.append([[p for _, p in row] for row in ranked])
     return {"top_k": top_k, "ids": ids, "probabilities": probabilities}
