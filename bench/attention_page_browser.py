@@ -247,6 +247,23 @@ class Page:
             key,
         )
 
+    def heatmap_event(self, key: str, i: int, j: int, kind: str = "mousemove") -> str:
+        """Send a mouse event (mousemove or click) to cell (i, j) of a step's heatmap;
+        returns the tooltip's text ("row ... : value")."""
+        return self.driver.execute_script(
+            "const c = document.querySelector(`#steps canvas[data-step='${arguments[0]}']`);"
+            "const box = c.getBoundingClientRect();"
+            "const x = box.left + Number(c.dataset.left) + (arguments[2] + 0.5) * c.dataset.cellW;"
+            "const y = box.top + Number(c.dataset.top) + (arguments[1] + 0.5) * c.dataset.cellH;"
+            "const at = {clientX: x, clientY: y, bubbles: true};"
+            "c.dispatchEvent(new MouseEvent(arguments[3], at));"
+            "return document.getElementById('tip').textContent;",
+            key,
+            i,
+            j,
+            kind,
+        )
+
     def derivation(self) -> dict[str, tuple[str, float]]:
         """The derivation panel's results: {role: (text, exact value)}."""
         found = self.driver.execute_script(
@@ -409,8 +426,8 @@ def check_steps(page: Page, url: str, explorer: AttentionExplorer, prompt: str) 
                 "title"
             ), (p, other.get_attribute("title"))
         done.append(
-            f"preset {prompt!r} shows its tables; {len(lacking)} sentences with characters "
-            "the model lacks are offered disabled, naming them"
+            f"preset {prompt!r} shows its tables; the sentences with characters the model "
+            f"lacks ({len(lacking)}) are offered disabled, naming them"
         )
     else:
         page.show(prompt)
@@ -430,10 +447,16 @@ def check_steps(page: Page, url: str, explorer: AttentionExplorer, prompt: str) 
     )
     assert [c.split(" · ")[0] for c in chapters] == [f"Step {n}" for n in range(1, 10)], chapters
     steps = {**own["layer_steps"], **own["heads"][str(head)]}
-    compared = []
+    compared, hovered = [], []
     for key, step in steps.items():
-        if step["shape"][1] > 16:
-            continue  # a heatmap: its values are in the tooltips
+        rows, cols = step["shape"]
+        if cols > 16:  # a heatmap: its values are in the tooltips
+            for i, j in ((0, 0), (rows - 1, cols - 1), (rows // 2, cols // 2)):
+                tip = page.heatmap_event(key, i, j)
+                value = step["values"][i][j]
+                assert exact(tip.rsplit(": ", 1)[1]) == (-math.inf if value is None else value)
+            hovered.append(key)
+            continue
         cells = page.step_cells(key)
         texts = [[text for text, _ in row] for row in cells]
         assert texts == [[shown(v) for v in row] for row in step["values"]], key
@@ -441,12 +464,14 @@ def check_steps(page: Page, url: str, explorer: AttentionExplorer, prompt: str) 
         want = [[-math.inf if v is None else v for v in row] for row in step["values"]]
         assert titles == want, key
         compared.append(key)
-    assert {"scores", "scaled", "masked", "weights", "q", "k", "v", "out"} <= set(compared)
+    assert {"scores", "scaled", "masked", "weights"} <= set(compared)
+    assert len(compared) + len(hovered) == len(order)
     masked = page.step_cells("masked")
     assert masked[0][1][0] == "−∞" and page.step_cells("weights")[0][1][0] == "0.00"
     done.append(
         f"the 9 steps in order, {len(order)} tables; {len(compared)} tables of numbers equal "
-        "the explorer's (−∞ before the softmax, 0.00 after)"
+        f"the explorer's (−∞ before the softmax, 0.00 after); {len(hovered)} heatmaps give "
+        "its values on hover"
     )
     done.append(check_hangul_drawn(page, "#steps table[data-step='weights'] tbody th.char"))
 
@@ -490,13 +515,16 @@ def check_steps(page: Page, url: str, explorer: AttentionExplorer, prompt: str) 
 
     # A row of weights·V: the weighted values and their sum.
     row = T - 1
-    page.find(f"#steps table[data-step='out'] td[data-i='{row}'][data-j='0']").click()
+    if steps["out"]["shape"][1] > 16:
+        page.heatmap_event("out", row, 0, "click")
+    else:
+        page.find(f"#steps table[data-step='out'] td[data-i='{row}'][data-j='0']").click()
     page.wait_for(lambda d: page.derivation_cell()[:2] == ("row", str(row)), "the row's sum")
     sums = page.driver.execute_script(
         "return [...document.querySelectorAll('#derivation [data-role=out-sum]')]"
         ".map(td => [Number(td.dataset.exact), Number(td.nextElementSibling.dataset.exact)])"
     )
-    out_row = [exact(title) for _, title in page.step_cells("out")[row]]
+    out_row = steps["out"]["values"][row]
     assert [model for _, model in sums] == out_row
     assert all(math.isclose(a, b, abs_tol=1e-5) for a, b in sums), sums
     done.append(f"clicking row {row} of weights·V sums weights[{row}][j]·v_j to the model's row")
@@ -598,8 +626,10 @@ def check_network(page: Page, origin: str | None) -> str:
     assert not refused, f"the page tried to reach elsewhere: {refused}"
     if origin is None:
         assert not [u for u in logged if not u.startswith("file:")]
-    hosts = "no host" if origin is None else origin
-    return f"{len(set(timed + logged))} requests, all to {hosts}: nothing else was asked"
+    asked = len(set(timed + logged))
+    if origin is None:
+        return f"{asked} addresses asked, all files on disk: no host at all"
+    return f"{asked} addresses asked, all on {origin}: nothing else"
 
 
 def is_hangul(text: str) -> bool:
@@ -660,18 +690,26 @@ def check_file(page: Page, html: Path, prompt: str) -> list[str]:
 
 def screenshot(page: Page, url: str, prompt: str, path: Path, head: int, row: int) -> int:
     """The page after typing ``prompt``, picking ``head`` of the last layer and ``row``,
-    at temperature 0.8, written to ``path`` as a palette PNG; returns its size in bytes."""
-    from PIL import Image
-
+    at temperature 0.8, from its top down to the steps, written to ``path`` as a palette
+    PNG; returns its size in bytes."""
     page.open(url)
     page.show(prompt)
     page.click(f'#heads button[data-value="{head}"]')
     page.find(f'#attention-table tbody tr[data-row="{row}"]').click()  # may be picked already
     page.set_temperature(0.8)
-    # The whole page, not just the window: a viewport as tall as the document.
+    # The page down to the steps (those have their own picture): a viewport that tall.
     width, height = page.driver.execute_script(
-        "return [document.documentElement.clientWidth, document.documentElement.scrollHeight]"
+        "return [document.documentElement.clientWidth, Math.ceil(window.scrollY + "
+        "document.getElementById('steps-section').getBoundingClientRect().top)]"
     )
+    return save_viewport(page, path, width, height)
+
+
+def save_viewport(page: Page, path: Path, width: int, height: int) -> int:
+    """The page as a width x height px viewport shows it from its top, written to
+    ``path`` as a palette PNG (COLOURS colours); returns its size in bytes."""
+    from PIL import Image
+
     metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
     page.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     try:
@@ -680,14 +718,18 @@ def screenshot(page: Page, url: str, prompt: str, path: Path, head: int, row: in
         page.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     image = Image.open(io.BytesIO(png)).convert("RGB")
     path.parent.mkdir(parents=True, exist_ok=True)
-    image.quantize(colors=64).save(path, optimize=True)
+    image.quantize(colors=COLOURS).save(path, optimize=True)
     return path.stat().st_size
 
 
+COLOURS = 128  # of the palette PNGs: fewer turn the pale blues and reds grey
+STEPS_SHOT = (1200, 1150)  # the steps picture's viewport, px: three tables and a derivation
+
+
 def steps_screenshot(page: Page, url: str, prompt: str, path: Path, head: int, cell) -> int:
-    """The steps of ``head`` in the last layer for ``prompt``, with the derivation of
-    weights[i][j] (``cell``) kept, in the window (1400 px wide), as a palette PNG at
-    ``path``; returns its size in bytes."""
+    """The steps of ``head`` in the last layer for ``prompt``, scrolled to ÷√d_k, the
+    mask and the softmax, with the derivation of weights[i][j] (``cell``) kept beside,
+    in a STEPS_SHOT viewport, as a palette PNG at ``path``; returns its size in bytes."""
     from PIL import Image
 
     page.open(url)
@@ -698,13 +740,19 @@ def steps_screenshot(page: Page, url: str, prompt: str, path: Path, head: int, c
     i, j = cell
     page.find(f"#steps table[data-step='weights'] td[data-i='{i}'][data-j='{j}']").click()
     page.wait_for(lambda d: page.derivation_cell() == ("cell", str(i), str(j)), "the derivation")
+    width, height = STEPS_SHOT
+    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+    page.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     page.driver.execute_script(
-        "document.querySelector(\"#steps .step[data-step='scaled']\").scrollIntoView()"
+        "document.querySelector(\"#steps .step[data-step='scaled']\").scrollIntoView();"
+        "const side = document.getElementById('side');"
+        "side.scrollTop = document.getElementById('derivation').offsetTop;"
     )
     png = page.driver.get_screenshot_as_png()
+    page.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     image = Image.open(io.BytesIO(png)).convert("RGB")
     path.parent.mkdir(parents=True, exist_ok=True)
-    image.quantize(colors=64).save(path, optimize=True)
+    image.quantize(colors=COLOURS).save(path, optimize=True)
     return path.stat().st_size
 
 

@@ -56,7 +56,7 @@ def test_served_page_in_a_browser(page, tmp_path):
         server.shutdown()
         server.server_close()
     assert len(done) == 9 and len(steps) == 9
-    assert network.endswith(f"all to {server.url}: nothing else was asked")
+    assert network.endswith(f"all on {server.url}: nothing else")
     shot = tmp_path / "page.png"
     server = ExplorerServer(("127.0.0.1", 0), explorer)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
