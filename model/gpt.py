@@ -18,8 +18,9 @@ loop, and `GPT.generate` here is the plain, uncached reference it is tested agai
 """
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -91,13 +92,21 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
+# explicit_attention's optional hook: (step name, tensor) -> the tensor to go on with.
+StepHook = Callable[[str, torch.Tensor], torch.Tensor]
+
+
 def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
     """(T, T) bool mask, True on and below the diagonal: query i may see keys 0..i."""
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
 def explicit_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: nn.Module | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dropout: nn.Module | None = None,
+    step: StepHook | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention with a causal mask, step by step (Vaswani et al.
     2017, eq. 1).
@@ -105,19 +114,29 @@ def explicit_attention(
     Args:
         q, k, v: (B, n_head, T, d_k) queries, keys and values.
         dropout: optional dropout applied to the attention weights (training only).
+        step: optional hook ``step(name, tensor) -> tensor`` that each step's result
+            passes through, in this order: "q", "k", "v" (B, n_head, T, d_k), "scores"
+            (the raw q kᵀ), "scaled", "masked", "weights" (B, n_head, T, T), "out".
+            Returning the tensor as it is records it; returning another changes the
+            steps after it (viz/attention_steps.py does both: its page and its
+            what-if switches).
 
     Returns:
         out: (B, n_head, T, d_k) weighted sums of the values.
         weights: (B, n_head, T, T) attention weights; row i is the distribution over
             the keys 0..i that query i attends to (zeros above the diagonal).
     """
+    if step is None:
+        step = lambda name, tensor: tensor  # each step as it is
+    q, k, v = step("q", q), step("k", k), step("v", v)
     T, d_k = q.size(-2), q.size(-1)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, n_head, T, T)
+    scores = step("scores", q @ k.transpose(-2, -1))  # (B, n_head, T, T)
+    scores = step("scaled", scores / math.sqrt(d_k))
     # Mask before softmax so the future gets exactly zero weight, not a small one.
-    scores = scores.masked_fill(~causal_mask(T, q.device), float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+    scores = step("masked", scores.masked_fill(~causal_mask(T, q.device), float("-inf")))
+    weights = step("weights", torch.softmax(scores, dim=-1))
     attended = dropout(weights) if dropout is not None else weights
-    out = attended @ v  # weighted sum of values: (B, n_head, T, d_k)
+    out = step("out", attended @ v)  # weighted sum of values: (B, n_head, T, d_k)
     return out, weights
 
 
@@ -215,8 +234,10 @@ class CausalSelfAttention(nn.Module):
         self.rotary = rotary
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
-        # A list while `record_attention` is active: forward appends its weights to it.
+        # While `record_attention` is active: a list that forward appends its weights
+        # to, and the hook each step of explicit_attention passes through (or None).
         self.recorder: list[torch.Tensor] | None = None
+        self.step_hook: StepHook | None = None
 
     def split_heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, T, 3C) output of qkv_proj -> q, k, v, each (B, n_head, T, d_k), with
@@ -247,7 +268,7 @@ class CausalSelfAttention(nn.Module):
             k, v = kv_cache.update(self.layer_idx, k, v)
             mask = kv_cache.mask
         if self.recorder is not None and kv_cache is None:  # decoding records nothing
-            out, weights = explicit_attention(q, k, v, self.attn_dropout)
+            out, weights = explicit_attention(q, k, v, self.attn_dropout, self.step_hook)
             self.recorder.append(weights)
         else:
             p = self.dropout_p if self.training else 0.0
@@ -260,11 +281,15 @@ class CausalSelfAttention(nn.Module):
 
 
 @contextmanager
-def record_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
+def record_attention(
+    model: nn.Module, step_hook: Callable[[int, str, torch.Tensor], torch.Tensor] | None = None
+) -> Iterator[list[torch.Tensor]]:
     """Within this block, every `CausalSelfAttention` of ``model`` takes the explicit
     path and keeps its weights: the yielded list receives one (B, n_head, T, T) tensor
     per layer and forward pass, in layer order; passes with a `KVCache` (decoding)
-    record nothing. On exit the modules are as before.
+    record nothing. ``step_hook(layer_idx, name, tensor)``, if given, is the ``step``
+    hook of every layer's `explicit_attention`, told which layer calls it. On exit the
+    modules are as before.
 
         with record_attention(model) as weights:
             logits, _ = model(idx)
@@ -273,11 +298,13 @@ def record_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
     recorded: list[torch.Tensor] = []
     for layer in layers:
         layer.recorder = recorded
+        layer.step_hook = None if step_hook is None else partial(step_hook, layer.layer_idx)
     try:
         yield recorded
     finally:
         for layer in layers:
             layer.recorder = None
+            layer.step_hook = None
 
 
 class ReLUSquared(nn.Module):
