@@ -7,9 +7,10 @@
 The corpus is prepared as the run prepared it (the checkpoint holds the run's data
 settings; the cache makes this immediate), split as it was, and every character of
 the chosen split after its first is scored, in non-overlapping windows of block_size,
-with the run's evaluation batch size: the number is the training run's own
-whole-split figure (val/full_loss), and for ``--split test`` the one character-level
-papers report (e.g. enwik8 test bits per character). ``--data-path`` scores another
+with the run's evaluation batch size: in the run's precision (``--dtype``: auto on the
+run's device is the run's own auto) the number is the training run's own whole-split
+figure (val/full_loss), and for ``--split test`` the one character-level papers report
+(e.g. enwik8 test bits per character). ``--data-path`` scores another
 corpus, split with the run's fractions; its characters must all be in the model's
 vocabulary.
 """
@@ -28,7 +29,7 @@ from data import CorpusError, prepare_corpus
 from data.batches import EvaluationWindows
 from data.settings import DataConfig
 from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-from model.device import DeviceError, autocast_context, resolve_device
+from model.device import DTYPE_NAMES, DeviceError, autocast_context, resolve_device, resolve_dtype
 from model.scoring import (
     EVAL_BATCH_SIZE,
     TRAIN_BATCH_SIZE,
@@ -80,6 +81,7 @@ def score_split(
     data_path: str | None = None,
     batch_size: int | None = None,
     progress: bool = False,
+    dtype_name: str = "auto",
 ) -> SplitScore:
     """Load a checkpoint, prepare its corpus (or ``data_path``) as the run did, and
     score every character of ``split`` after its first.
@@ -91,11 +93,16 @@ def score_split(
         data_path: another corpus (file, folder or glob) instead of the run's.
         batch_size: windows per forward pass (default: the run's train.eval_batch_size).
         progress: show a tqdm bar (and the preparation's, for a large corpus).
+        dtype_name: the precision of the forward passes (`model.device.resolve_dtype`):
+            auto, float32, bfloat16 or float16; the run's train.dtype gives the run's
+            own number.
 
     Raises:
-        CheckpointError, CorpusError, DeviceError: with the problem and the fix.
+        CheckpointError, CorpusError, DeviceError: with the problem and the fix (a
+            DtypeError, a DeviceError, for a dtype the device cannot compute in).
     """
     device = resolve_device(device_name)
+    dtype = resolve_dtype(dtype_name, device)
     path = resolve_checkpoint_path(out_dir, checkpoint)
     ckpt = load_checkpoint(path, map_location=device)
     model, tokenizer = model_from_checkpoint(ckpt, path)
@@ -132,7 +139,7 @@ def score_split(
             f"fewer than block_size + 1 = {T + 1}: score a longer text"
         )
     model.to(device)
-    autocast = functools.partial(autocast_context, device)
+    autocast = functools.partial(autocast_context, device, dtype)
     # Windows per forward pass as training's Evaluator chose them: the same windows in
     # the same forward passes give the run's own number to the last digit.
     train = ckpt["config"].get("train", {})
@@ -154,6 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_checkpoint_arguments(p)
     p.add_argument("--split", choices=sorted(SPLIT_NAMES), default="val", help="which split")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        default="auto",
+        help="precision of the forward passes: auto (bfloat16 on a CUDA GPU that has it, "
+        "float16 on one that has not, float32 on CPU and MPS), float32, bfloat16 or "
+        "float16; the run's train.dtype gives its own number to the last digit",
+    )
     p.add_argument(
         "--data-path",
         help="score another corpus (a file, folder or glob), split with the run's fractions",
@@ -182,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             args.data_path,
             args.batch_size,
             progress=sys.stderr.isatty(),
+            dtype_name=args.dtype,
         )
     except (CheckpointError, CorpusError, DeviceError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -6,6 +6,8 @@
     python explore_attention.py --out-dir runs/korean --serve       # a page to click through
     python explore_attention.py --out-dir runs/korean --prompt "새가 하늘을" \\
         --html runs/korean/attention.html                            # the page as one file
+    python explore_attention.py --out-dir runs/korean --prompt "새가 하늘을 날았다" \\
+        --steps --layer 0 --head 1                                   # every step of one head
 
 Prints the attention weights of one layer, for one head or the average of its heads,
 as a table: rows are the current character, columns the characters it attends to,
@@ -17,6 +19,13 @@ The weights are the model's own, from model/gpt.py's explicit_attention.
 layer and head, click a character to compare the heads, see the next-character
 distribution at any temperature and append a character to continue. --html FILE writes
 that page for --prompt as one self-contained file (no server, no network).
+
+--steps prints every step of self-attention for one head instead (--layer, --head:
+default the last layer, head 0), in the Korean chapters' order: X, X·Xᵀ, Q, K, V, the
+raw Q·Kᵀ, ÷√d_k, the mask (−∞), the softmax weights, weights·V, the heads concatenated,
+× W_o and the residual stream after the add; then what each layer would predict next.
+The numbers are the page's (viz/attention_steps.py): one eval-mode forward pass of the
+real weights. --switches shows a what-if pass instead (see the page's switches).
 """
 
 import argparse
@@ -26,15 +35,19 @@ from pathlib import Path
 import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
-from cli.console import run_command
+from cli.console import discard_stdout, run_command
 from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
 from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from model.device import resolve_device
-from viz.attention_server import AttentionExplorer, ExplorerServer, render_page
-from viz.attention_table import format_attention_table
+from viz.attention_presets import run_prompts
+from viz.attention_server import AttentionExplorer, ExplorerServer, PromptError, render_page
+from viz.attention_steps import SWITCHES, attention_steps
+from viz.attention_table import format_attention_table, format_steps
 from viz.attention_weights import prompt_attention, select_head
+from viz.char_labels import visible_char
+from viz.logit_lens import layer_predictions
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
@@ -82,6 +95,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decimals", type=int, default=2, help="digits after the point in the table")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     p.add_argument("--html", default=None, help="also write the web page for --prompt to this file")
+    p.add_argument(
+        "--steps",
+        action="store_true",
+        help="print every step of self-attention for --layer and --head (default head 0) "
+        "instead of the weights table; writes no PNG unless --png is given",
+    )
+    p.add_argument(
+        "--columns",
+        type=int,
+        default=16,
+        help="--steps: columns shown of a wide table such as X (n_embd of them); 0: all",
+    )
+    p.add_argument(
+        "--switches",
+        default="",
+        help=f"--steps: what-if switches for that head, comma-separated ({','.join(SWITCHES)}); "
+        "the tables are then not what the model computes",
+    )
     p.add_argument("--serve", action="store_true", help="serve the web page until Ctrl-C")
     p.add_argument(
         "--host",
@@ -102,6 +133,12 @@ def check_modes(args: argparse.Namespace) -> None:
     """
     if args.dpi <= 0 or args.decimals < 0:
         raise ValueError("--dpi must be > 0 and --decimals >= 0")
+    if args.columns < 0:
+        raise ValueError(f"--columns must be >= 0 (0: all), got {args.columns}")
+    if args.switches and not args.steps:
+        raise ValueError("--switches changes the --steps tables: add --steps")
+    if args.steps and (args.serve or args.html):
+        raise ValueError("--steps prints the steps; the page (--serve, --html) shows them too")
     if args.prompt is None and not args.serve:
         raise ValueError("--prompt is required (with --serve it is optional: the page asks)")
     if args.prompt is not None:
@@ -143,6 +180,56 @@ def serve(server: ExplorerServer) -> int:
     return 0
 
 
+def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Path) -> int:
+    """--steps: print every step of one head, then what each layer would predict after
+    the last character; returns the exit status (2 on bad input)."""
+    head = 0 if args.head is None else args.head
+    switches = [s for s in args.switches.split(",") if s]
+    try:
+        prompt, ids, notes = explorer.prepare(args.prompt)
+        what_if = explorer.what_if(args.layer, head, switches)
+        record = explorer.forward(ids, what_if)
+        steps = attention_steps(record, args.layer, head)
+    except (PromptError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    config = explorer.model.config
+    layer = args.layer % config.n_layer
+    lens = layer_predictions(explorer.model, record, top_k=5)
+    chars = explorer.tokenizer.chars
+    try:
+        for note in notes:
+            print(note)
+        n_layer, n_head = config.n_layer, config.n_head
+        print(f"{path}: layer {layer} of 0..{n_layer - 1}, head {head} of 0..{n_head - 1}")
+        if what_if is not None:
+            print(f"WHAT-IF, not what the model computes: {what_if.describe()}")
+        print(
+            "One eval-mode forward pass of the model's weights (no dropout). Numbers are "
+            f"rounded to {args.decimals} decimals; −∞ is the mask before the softmax, 0 the "
+            "weight after it. Rows: the prompt's characters."
+        )
+        print()
+        print(format_steps(steps, prompt, args.decimals, args.columns))
+        print()
+        print(
+            f"What each layer would predict after {visible_char(prompt[-1])!r} (position "
+            f"{len(prompt) - 1}): final norm and LM head on the residual stream after each "
+            "block (the logit lens); the last block's is the model's prediction"
+        )
+        for layer_index, (top, probs) in enumerate(
+            zip(lens["ids"], lens["probabilities"], strict=True)
+        ):
+            shown = "  ".join(
+                f"{visible_char(chars[i])} {p:.{args.decimals}f}"
+                for i, p in zip(top[-1], probs[-1], strict=True)
+            )
+            print(f"  after block {layer_index}: {shown}")
+    except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
+        discard_stdout()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table, write the PNG (and --html), or --serve the page until Ctrl-C;
     returns the exit status (2 on bad input)."""
@@ -151,10 +238,15 @@ def main(argv: list[str] | None = None) -> int:
         check_modes(args)
         device = resolve_device(args.device)
         path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
-        model, tokenizer = model_from_checkpoint(load_checkpoint(path, map_location=device), path)
-        explorer = AttentionExplorer(model.to(device), tokenizer, str(path))
+        checkpoint = load_checkpoint(path, map_location=device)
+        model, tokenizer = model_from_checkpoint(checkpoint, path)
+        explorer = AttentionExplorer(
+            model.to(device), tokenizer, str(path), run_prompts(checkpoint.get("config"))
+        )
         if args.serve:  # a --prompt is the page's first; one too long is cropped there
             return serve(open_server(args.host, args.port, explorer, args.prompt))
+        if args.steps:
+            return print_steps(explorer, args, path)
         args.prompt = tokenizer.normalize(args.prompt)  # the characters the model reads
         block_size = model.config.block_size
         if not 1 <= len(args.prompt) <= block_size:
@@ -183,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.html:
         html = Path(args.html)
         html.parent.mkdir(parents=True, exist_ok=True)
-        page = render_page(explorer.model_info(), explorer.explain(args.prompt), served=False)
+        result, steps = explorer.explain(args.prompt), explorer.all_steps(args.prompt)
+        page = render_page(explorer.model_info(), result, served=False, steps=steps)
         html.write_text(page, encoding="utf-8")
     which = f"head {args.head}" if args.head is not None else f"average of {n_head} heads"
     rows = f"{len(png_layers)} layer" + ("s" if len(png_layers) != 1 else "")

@@ -28,13 +28,16 @@ from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
 from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-from model.device import resolve_device
-from model.engine import generate_chunks
-from model.sampling import (
-    SamplingArgumentError,
-    make_generator,
-    validate_sampling_args,
+from model.device import (
+    DTYPE_NAMES,
+    DeviceError,
+    DtypeError,
+    autocast_context,
+    resolve_device,
+    resolve_dtype,
 )
+from model.engine import generate_stream, read_in_chunks
+from model.sampling import Sampling, SamplingArgumentError, check_max_new_tokens
 
 SEPARATOR = "\n" + "-" * 40
 
@@ -89,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        default="auto",
+        help="precision of the forward passes: auto (bfloat16 on a CUDA GPU that has it, "
+        "float16 on one that has not, float32 on CPU and MPS), float32, bfloat16 or float16",
+    )
     return p
 
 
@@ -111,34 +121,77 @@ def read_prompt_file(path: str) -> str:
         ) from None
 
 
-def check_arguments(args: argparse.Namespace) -> tuple[bool, list[str]]:
-    """Validate every argument that needs no checkpoint; return (stream, stop strings).
-    Reads the escapes of --prompt (into ``args.prompt``) and --stop (`data.escapes`).
+def flag_problems(error: SamplingArgumentError) -> list[str]:
+    """The problems of a `SamplingArgumentError`, each named as the flag the user typed
+    (top_p -> --top-p)."""
+    return [
+        f"--{argument.replace('_', '-')} {requirement}" for argument, requirement in error.problems
+    ]
+
+
+def problems_message(problems: list[str]) -> str:
+    """One problem as it is; several as a list under one line, as train.py reports an
+    invalid configuration."""
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} bad arguments:\n  - " + "\n  - ".join(problems)
+
+
+def check_arguments(
+    args: argparse.Namespace,
+) -> tuple[Sampling, bool, list[str], torch.device, torch.dtype]:
+    """Validate every argument that needs no checkpoint; return (sampling settings,
+    stream, stop strings, device, the dtype of the forward passes). Reads the prompt
+    into ``args.prompt``: the escapes of --prompt (`data.escapes`), or the text of
+    --prompt-file; and the escapes of --stop.
 
     Raises:
-        ValueError: naming the flag, for any bad value.
+        ValueError: naming the flag of every bad value, all of them at once.
     """
+    problems = []
+    sampling = None
     try:
-        validate_sampling_args(args.max_new_tokens, args.temperature, args.top_k, args.top_p)
-        make_generator(args.seed)  # checks the seed's range
-    except SamplingArgumentError as e:  # named as the flag the user typed
-        raise ValueError(f"--{e.argument.replace('_', '-')} {e.requirement}") from None
+        sampling = Sampling(args.temperature, args.top_k, args.top_p, seed=args.seed)
+    except SamplingArgumentError as e:
+        problems += flag_problems(e)
+    try:
+        check_max_new_tokens(args.max_new_tokens)
+    except SamplingArgumentError as e:
+        problems += flag_problems(e)
     if args.num_samples < 1:
-        raise ValueError(f"--num-samples must be >= 1, got {args.num_samples}")
+        problems.append(f"--num-samples must be >= 1, got {args.num_samples}")
     if args.stream and args.num_samples > 1:
-        raise ValueError(
+        problems.append(
             "--stream prints one sample as it is generated: use --num-samples 1, "
             "or --no-stream to print the batch when it is done"
         )
-    stream = args.num_samples == 1 if args.stream is None else args.stream
-    args.prompt = normalize_newlines(unescape_argument("--prompt", args.prompt))
+    try:
+        if args.prompt_file is not None:
+            args.prompt = read_prompt_file(args.prompt_file)
+        else:
+            args.prompt = normalize_newlines(unescape_argument("--prompt", args.prompt))
+    except ValueError as e:
+        problems.append(str(e))
     stops = []
     for raw in args.stop:
-        stop = normalize_newlines(unescape_argument("--stop", raw))
+        try:
+            stop = normalize_newlines(unescape_argument("--stop", raw))
+        except ValueError as e:
+            problems.append(str(e))
+            continue
         if not stop:
-            raise ValueError("--stop needs a non-empty string")
+            problems.append("--stop needs a non-empty string")
         stops.append(stop)
-    return stream, stops
+    device = dtype = None
+    try:
+        device = resolve_device(args.device)
+        dtype = resolve_dtype(args.dtype, device)
+    except DeviceError as e:  # a DtypeError names --dtype itself
+        problems.append(str(e) if isinstance(e, DtypeError) else f"--device: {e}")
+    if problems:
+        raise ValueError(problems_message(problems))
+    stream = args.num_samples == 1 if args.stream is None else args.stream
+    return sampling, stream, stops, device, dtype
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,24 +206,27 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        stream, stop_strings = check_arguments(args)
+        sampling, stream, stop_strings, device, dtype = check_arguments(args)
         prompt = args.prompt
-        if args.prompt_file is not None:
-            prompt = read_prompt_file(args.prompt_file)
-        device = resolve_device(args.device)
         path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
         ckpt = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(ckpt, path)
         # The model's own normalisation (data.normalization), so that the prompt shown
         # is the text the model reads.
         prompt = tokenizer.normalize(prompt or default_start_character(tokenizer.chars))
-        prompt_ids = torch.from_numpy(tokenizer.encode(prompt).astype("int64"))
+        problems = []
+        try:
+            prompt_ids = torch.from_numpy(tokenizer.encode(prompt).astype("int64"))
+        except CorpusError as e:
+            problems.append(str(e))
         stop_ids = []
         for stop in stop_strings:
             try:
                 stop_ids.append(tokenizer.encode(stop).tolist())
             except CorpusError as e:
-                raise ValueError(f"--stop {stop!r} can never be generated: {e}") from None
+                problems.append(f"--stop {stop!r} can never be generated: {e}")
+        if problems:
+            raise ValueError(problems_message(problems))
     except (ValueError, CheckpointError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -178,15 +234,7 @@ def _main(argv: list[str] | None) -> int:
     idx = prompt_ids.to(device).unsqueeze(0).repeat(args.num_samples, 1)
     # Tokens come back to the host CHUNK at a time (model/engine.py): streamed text
     # appears a chunk at a time, and a stop sequence ends the sample within a chunk.
-    chunks = generate_chunks(
-        model,
-        idx,
-        args.max_new_tokens,
-        args.temperature,
-        args.top_k,
-        args.top_p,
-        generator=make_generator(args.seed, device),
-    )
+    chunks = read_in_chunks(generate_stream(model, idx, args.max_new_tokens, sampling))
     stops = StopSequences(stop_ids, args.num_samples)
     texts = [[prompt] for _ in range(args.num_samples)]  # the pieces of each sample
 
@@ -202,13 +250,14 @@ def _main(argv: list[str] | None) -> int:
         if stream:
             sys.stdout.write(prompt)
             sys.stdout.flush()
-        for chunk in chunks:
-            for column in chunk.T.tolist():  # (B,) tokens of one step
-                show(stops.push(column))
+        with autocast_context(device, dtype):  # the model runs as the chunks are drawn
+            for chunk in chunks:
+                for column in chunk.T.tolist():  # (B,) tokens of one step
+                    show(stops.push(column))
+                    if stops.all_finished:
+                        break
                 if stops.all_finished:
-                    break
-            if stops.all_finished:
-                break  # leaving the iterator early skips the remaining model work
+                    break  # leaving the iterator early skips the remaining model work
         show(stops.flush())
         if stream:
             sys.stdout.write("\n")

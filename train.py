@@ -51,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     if result.rank == 0:
         whole = result.full_val_loss
         whole = "" if whole is None else f"; whole validation split {whole:.4f} nats/char"
+        skipped = result.skipped_steps  # loss scaling (train.dtype float16)
+        skipped = f"; loss scaling skipped {skipped:,} steps" if skipped else ""
         print(
-            f"best val loss {result.best_val_loss:.4f} nats/char{whole}; "
+            f"best val loss {result.best_val_loss:.4f} nats/char{whole}{skipped}; "
             f"checkpoint in {result.out_dir}"
         )
     return 0

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,7 +61,29 @@ class Item:
 class Runner:
     """Runs the items, ``workers`` at a time, until they end or the budget is spent."""
 
-    def __init__(self, items, workers, budget_s, pytest_args, cwd):
+    def __init__(
+        self,
+        items,
+        workers,
+        budget_s,
+        pytest_args,
+        cwd,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        """
+        Args:
+            items: test files or ids, each run by a pytest process of its own, in order.
+            workers: how many of those processes run at a time.
+            budget_s: seconds after which no item starts and the running ones stop.
+            pytest_args: arguments given to every pytest process.
+            cwd: the folder the processes run in.
+            clock: seconds, for the budget and the items' times.
+            sleep: waits this many seconds between two checks of the budget.
+
+        A test passes a fake clock and sleep, so that the budget runs out when the test
+        says, whatever the machine's speed.
+        """
         self.items = [Item(name) for name in items]
         self.workers, self.budget_s, self.pytest_args, self.cwd = (
             workers,
@@ -68,11 +91,12 @@ class Runner:
             pytest_args,
             cwd,
         )
+        self.clock, self.sleep = clock, sleep
         self.lock = threading.Lock()
         self.next = 0
         self.running: dict[str, subprocess.Popen] = {}
         self.stopping = threading.Event()
-        self.started = time.monotonic()
+        self.started = clock()
 
     def take(self) -> Item | None:
         """The next item not yet started, or None (all taken, or stopping)."""
@@ -87,7 +111,7 @@ class Runner:
         while (item := self.take()) is not None:
             cmd = [sys.executable, "-m", "pytest", "-v", *self.pytest_args, item.name]
             with tempfile.TemporaryFile("w+", encoding="utf-8") as out:
-                began = time.monotonic()
+                began = self.clock()
                 try:
                     proc = subprocess.Popen(
                         cmd, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, process_group=0
@@ -103,7 +127,7 @@ class Runner:
                 with self.lock:
                     self.running.pop(item.name)
                     item.stopped = self.stopping.is_set() and item.returncode != 0
-                item.seconds = time.monotonic() - began
+                item.seconds = self.clock() - began
                 out.seek(0)
                 item.output = out.read()
             with self.lock:
@@ -141,10 +165,10 @@ class Runner:
             thread.start()
         try:
             while any(t.is_alive() for t in threads):
-                if time.monotonic() - self.started >= self.budget_s and not self.stopping.is_set():
+                if self.clock() - self.started >= self.budget_s and not self.stopping.is_set():
                     print(f"budget of {self.budget_s:.0f} s spent: stopping", flush=True)
                     self.stop()
-                time.sleep(0.2)
+                self.sleep(0.2)
         except BaseException:  # SIGTERM (see main) or Ctrl-C: nothing may outlive this
             self.stop()
             for thread in threads:
@@ -173,7 +197,7 @@ class Runner:
         shown = [f"{totals[w]} {w}" for w in RESULT_WORDS if totals.get(w)]
         if not shown:
             shown = ["0 passed"]
-        seconds = time.monotonic() - self.started
+        seconds = self.clock() - self.started
         print(f"===== {', '.join(shown)} in {seconds:.1f}s =====", flush=True)
 
     @property

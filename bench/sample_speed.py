@@ -6,19 +6,25 @@ not a test).
     python bench/sample_speed.py --device cuda        # on a GPU (the step compiled)
     python bench/sample_speed.py --compile            # compile the step on CPU too
     python bench/sample_speed.py --no-cache           # add the uncached reference
+    python bench/sample_speed.py --against ../old     # this checkout against another
 
 For each model shape and batch size, generates --new-tokens characters per sequence
 from a --prompt-len character prompt with random weights (vocab 65, eval mode,
-temperature 1) through `model.generate` (model/engine.py: static KV cache, prefill,
-one-token steps), and prints characters per second: characters generated in the whole
-batch divided by wall-clock seconds. One untimed warm-up run of a few tokens precedes
+temperature 1) through `model.engine.generate` (static KV cache, prefill, one-token
+steps), and prints characters per second: characters generated in the whole batch
+divided by wall-clock seconds. One untimed warm-up run of a few tokens precedes
 each timing (it also compiles the step, with --compile). Past block_size the window
 slides (a RoPE model's cache rolls; a learned-position model refills 3/4 of its window
 every block_size/4 characters), and that cost is included.
 
 The model runs in float32 on every device, as sample.py runs it; on CUDA the clock
-is read after the device has finished (torch.cuda.synchronize). To compare two
-checkouts, run each one's script alternately on a quiet machine and divide the rows.
+is read after the device has finished (torch.cuda.synchronize).
+
+--against DIR compares two checkouts row by row: for each row, DIR's own
+bench/sample_speed.py and this one run alternately (--rounds times each, in fresh
+processes, the first to run alternating too), and the table gives each side's rounds
+and the range of this / DIR. Any checkout whose script takes these flags works
+(03df3b6's does). Run it on a quiet machine.
 
 --prompt-len block_size times the steady state at full context only. On a machine
 shared with other work, --threads 1 gives steadier figures: with every core busy,
@@ -26,6 +32,7 @@ PyTorch's threads wait on one another at each small operation of a decode step.
 """
 
 import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import GPT, GPTConfig  # noqa: E402  (needs the path above)
 from model.device import DeviceError, resolve_device  # noqa: E402
-from model.sampling import make_generator  # noqa: E402
+from model.engine import generate  # noqa: E402
+from model.sampling import Sampling, make_generator  # noqa: E402
 
 # name -> (n_layer, n_head, n_embd, block_size, position)
 SHAPES = {
@@ -63,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--against", metavar="DIR", help="another checkout, run alternately")
+    p.add_argument("--rounds", type=int, default=2, help="with --against: runs of each side")
     return p.parse_args(argv)
 
 
@@ -73,25 +83,76 @@ def wait_for(device: torch.device) -> None:
 
 
 def chars_per_second(model: GPT, batch: int, args: argparse.Namespace, use_cache: bool) -> float:
-    """Characters generated per wall-clock second over the batch (B * new / seconds)."""
-    options = {"generator": None, "use_cache": use_cache, "compile": args.compile}
+    """Characters generated per wall-clock second over the batch (B * new / seconds):
+    with the KV cache (`model.engine.generate`), or through the uncached reference
+    `GPT.generate`."""
     device = next(model.parameters()).device
-    gen = make_generator(args.seed, device)
+    sampling = Sampling(generator=make_generator(args.seed, device))
     prompt = torch.randint(
         0, VOCAB_SIZE, (batch, args.prompt_len), generator=torch.Generator().manual_seed(args.seed)
     ).to(device)
-    options["generator"] = gen
-    model.generate(prompt, 4, **options)  # warm-up
+
+    def run(new_tokens: int) -> None:
+        if use_cache:
+            generate(model, prompt, new_tokens, sampling, compile=args.compile)
+        else:
+            model.generate(prompt, new_tokens, generator=sampling.generator)
+
+    run(4)  # warm-up
     wait_for(device)
     start = time.perf_counter()
-    model.generate(prompt, args.new_tokens, **options)
+    run(args.new_tokens)
     wait_for(device)
     return batch * args.new_tokens / (time.perf_counter() - start)
+
+
+def row_rate(script: Path, name: str, batch: int, args: argparse.Namespace) -> float:
+    """Characters per second of one row, from ``script`` run in a fresh process in its
+    own checkout (the last cell of its one table row)."""
+    cmd = [sys.executable, str(script), "--models", name, "--batch-sizes", str(batch)]
+    cmd += ["--new-tokens", str(args.new_tokens), "--prompt-len", str(args.prompt_len)]
+    cmd += ["--device", args.device, "--seed", str(args.seed)]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    if args.compile is not None:
+        cmd.append("--compile" if args.compile else "--no-compile")
+    done = subprocess.run(
+        cmd, cwd=script.parent.parent, capture_output=True, text=True, check=False
+    )
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "layers" in line]
+    if done.returncode != 0 or len(rows) != 1:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}{done.stderr}")
+    return float(rows[0].split("|")[-2].strip().replace(",", ""))
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Each (model, batch) row from ``args.against``'s script and this one, alternately;
+    print both sides' rounds and this / other as a Markdown table."""
+    other = Path(args.against).resolve() / "bench" / "sample_speed.py"
+    if not other.is_file():
+        raise SystemExit(f"--against: no bench/sample_speed.py in {args.against}")
+    ours = Path(__file__).resolve()
+    print(f"| model | batch | {args.against} (chars/s) | this checkout (chars/s) | this / other |")
+    print("|---|---|---|---|---|")
+    for name in args.models.split(","):
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            rates = ([], [])  # the other checkout's, this one's
+            for round_ in range(args.rounds):
+                for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+                    script = (other, ours)[side]
+                    rates[side].append(row_rate(script, name, batch, args))
+            ratios = [a / b for a, b in zip(rates[1], rates[0], strict=True)]
+            cells = [" / ".join(f"{r:,.0f}" for r in side) for side in rates]
+            span = f"{min(ratios):.2f}-{max(ratios):.2f}"
+            print(f"| {name} | {batch} | {cells[0]} | {cells[1]} | {span} |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Time every (model, batch) pair and print a Markdown table."""
     args = parse_args(argv)
+    if args.against:
+        compare(args)
+        return
     try:
         device = resolve_device(args.device)
     except DeviceError as e:

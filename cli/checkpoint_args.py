@@ -19,18 +19,20 @@ from model.checkpoint import (
     run_in_progress,
 )
 
+# What --help says of the two flags; the README's flag table says the same words.
+OUT_DIR_HELP = "the run folder"
+CHECKPOINT_HELP = (
+    "a file name in the run folder (ckpt.pt: the latest, best.pt: the lowest validation "
+    "loss), or a path with a folder in it, taken as it is"
+)
+
 
 def add_checkpoint_arguments(parser) -> None:
     """Add --out-dir and --checkpoint, the two flags that name a checkpoint, to an
     argparse parser (sample.py and explore_attention.py share them); resolve them
     with `resolve_checkpoint_path`."""
-    parser.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help="run folder")
-    parser.add_argument(
-        "--checkpoint",
-        default=CKPT_NAME,
-        help="file name in --out-dir (ckpt.pt: latest, best.pt: best validation), or a "
-        "path with a folder in it",
-    )
+    parser.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help=OUT_DIR_HELP)
+    parser.add_argument("--checkpoint", default=CKPT_NAME, help=CHECKPOINT_HELP)
 
 
 def resolve_checkpoint_path(out_dir: str | Path, checkpoint: str) -> Path:

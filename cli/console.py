@@ -65,7 +65,8 @@ def run_command(main: Callable[[list[str] | None], ExitStatus], argv=None) -> Ex
             status = main(argv)
         except SystemExit as e:  # argparse's --help, whose text may meet a closed pipe
             status = e.code
-        sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
+        if sys.stdout is not None:  # what is buffered meets a closed pipe here, not at exit
+            sys.stdout.flush()
     except BrokenPipeError:
         discard_stdout()
     return status

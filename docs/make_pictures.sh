@@ -6,12 +6,14 @@
 #   bash docs/make_pictures.sh          # from the repository root; about 15 minutes on 2 cores
 #
 # docs/attention_layer0.png  explore_attention.py on a 600-step run of the CPU recipe
-# docs/attention_page.png    the attention page in headless Chromium (needs chromium,
+# docs/attention_page.png    the attention page in headless Chromium, on the README's
+#                            Korean walkthrough model (data/korean_sample), down to the steps
+# docs/attention_steps.png   its steps of layer 3, head 0, the weight of 먹 on 면 derived,
+#                            in a 1200 x 1150 px viewport (both need chromium,
 #                            chromium-driver, fonts-nanum and selenium; skipped without)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=runs/docs_pictures
-korean=${KOREAN_CORPUS:-corpora/korean/input.txt}  # see docs/benchmarks.md#look-inside
 
 python train.py --config configs/shakespeare_char_cpu.yaml train.max_iters=600 \
     train.lr_decay_iters=600 train.eval_interval=300 out_dir=$out/look_inside \
@@ -21,13 +23,15 @@ python explore_attention.py --out-dir $out/look_inside --prompt "To be, or not t
 cp $out/attention_layer0.png docs/attention_layer0.png
 
 if python -c "import selenium" 2>/dev/null && command -v chromedriver >/dev/null; then
-    python train.py --config configs/shakespeare_char_cpu.yaml data.path="$korean" \
-        out_dir=$out/korean_small train.max_iters=600 train.lr_decay_iters=600 \
-        train.eval_interval=300 train.compile=false train.sample_tokens=0 \
-        train.attention_prompt= train.overwrite=true
-    python bench/attention_page_browser.py --out-dir $out/korean_small \
-        --prompt "새가 하늘을 날았다" --head 0 --row 4 --screenshot $out/attention_page.png
+    python train.py --config configs/shakespeare_char_cpu.yaml \
+        data.path=data/korean_sample/input.txt out_dir=$out/korean model.dropout=0.2 \
+        train.max_iters=300 train.eval_interval=50 train.ema_start=200 train.overwrite=true
+    python bench/attention_page_browser.py --out-dir $out/korean --prompt "나는 라면을 먹었다" \
+        --head 0 --row 7 --cell 7,4 --screenshot $out/attention_page.png \
+        --steps-screenshot $out/attention_steps.png
     cp $out/attention_page.png docs/attention_page.png
+    cp $out/attention_steps.png docs/attention_steps.png
 else
-    echo "skipped docs/attention_page.png: needs selenium and chromedriver" >&2
+    echo "skipped docs/attention_page.png and docs/attention_steps.png: needs selenium and" \
+        "chromedriver" >&2
 fi

@@ -110,7 +110,9 @@ def _yaml(value) -> str:
 
 
 def _no_token_ids() -> dict:
-    # No BOS/EOS/padding: a character vocabulary has no such tokens.
+    # No BOS/EOS: a character vocabulary has no such tokens. No pad id either: the
+    # tokenizer pads with a real character (hf_export/tokenizer.py), and generate()
+    # given a pad id but no attention mask would mask that character everywhere.
     return {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
 
 

@@ -10,7 +10,20 @@ It reads text as our prompts are read (sample.py, the corpus pipeline):
 3. model: WordLevel, the vocabulary in our id order, without an unknown token;
 4. decoder: Fuse, the tokens joined with nothing between them (the default decoder
    would put a space between characters);
-5. no post-processor and no special tokens: no BOS or EOS is added.
+5. no post-processor: no BOS or EOS is added.
+
+Padding (``tokenizer(prompts, padding=True)``, for batched generation): a character
+vocabulary has no spare id, and a new one would need a new row in the embedding and
+the LM head, changing vocab_size and the logits. So the pad token is a character of
+the vocabulary, its last (the highest code point, often a rare one: "z" for Tiny
+Shakespeare), on the left. The attention mask the tokenizer returns keeps every pad
+out of the model's view: transformers masks those keys and counts positions from the
+first real character, so a batch's greedy text is each prompt's own. The costs: as a
+special token, ``decode(..., skip_special_tokens=True)`` drops that character wherever
+it stands, and transformers' language-modelling collator masks its labels. The
+model's config.json and generation_config.json name no pad id: given one,
+``generate(ids)`` without an attention mask would infer a mask that hides every
+occurrence of that character.
 
 Text with a character outside the vocabulary cannot be encoded (the model has no id
 for it): ``tokenizers`` raises "WordLevel error: Missing [UNK] token from the
@@ -57,19 +70,38 @@ def character_tokenizer(chars: list[str], normalization: str):
     return tokenizer
 
 
-def transformers_tokenizer(chars: list[str], normalization: str, block_size: int):
-    """`character_tokenizer` wrapped for transformers (its ``save_pretrained`` writes
-    tokenizer.json and tokenizer_config.json): decoding never tidies spaces, and
-    model_max_length is the model's block_size (longer inputs get transformers'
-    warning).
+def pad_character(chars: list[str]) -> str:
+    """The character that pads a batch: the vocabulary's last, its highest code point
+    (see the module docstring for why an existing one).
 
     Raises:
-        ValueError: for an unknown normalization.
+        ValueError: for an empty vocabulary.
     """
+    if not chars:
+        raise ValueError("an empty vocabulary has no character to pad with")
+    return chars[-1]
+
+
+def transformers_tokenizer(chars: list[str], normalization: str, block_size: int):
+    """`character_tokenizer` wrapped for transformers (its ``save_pretrained`` writes
+    tokenizer.json and tokenizer_config.json): decoding never tidies spaces,
+    model_max_length is the model's block_size (longer inputs get transformers'
+    warning), and a batch pads on the left with `pad_character`.
+
+    Raises:
+        ValueError: for an unknown normalization or an empty vocabulary.
+    """
+    from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
+    # normalized=True: the pad character is found in the normalized text, as every
+    # other character is (found in the raw text, a combining mark after "e" would stay
+    # apart where NFC joins them into "é").
+    pad = AddedToken(pad_character(chars), special=True, normalized=True)
     return PreTrainedTokenizerFast(
         tokenizer_object=character_tokenizer(chars, normalization),
         clean_up_tokenization_spaces=False,
         model_max_length=block_size,
+        pad_token=pad,
+        padding_side="left",
     )

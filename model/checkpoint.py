@@ -25,6 +25,12 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
                      (ckpt.pt only; absent in files written before it existed)
     environment      the torch version, device and CPU threads it was trained with, see
                      `training.environment` (ckpt.pt only; absent in older files)
+    scaler           train.dtype float16 only (ckpt.pt): torch.amp.GradScaler's
+                     state_dict, the loss scale and its growth tracker
+    skipped_steps    with ``scaler``: optimizer steps loss scaling has skipped so far
+
+``config["train"]["dtype"]`` is the dtype the run resolved (float32, bfloat16 or
+float16); a file written before that key existed has none.
 
 training/checkpoint.py builds the training parts and checks a resume.
 """

@@ -11,19 +11,23 @@ shares its weight matrix with the token embedding (weight tying, Press & Wolf 20
 `GPTConfig` (model/config.py) switches on the modern options: RoPE, RMSNorm, QK-norm,
 ReLU², an untied head, logit soft-capping, zero-initialised projections.
 
-This file is the training forward pass only. Decoding with a KV cache (prefill, the
-one-token step, sampling) lives in model/engine.py and reuses these modules' weights.
+Training and decoding run the same forward pass. Given a `KVCache`, each attention
+layer stores its new keys and values and attends over the stored ones, so decoding
+computes only the new tokens; model/engine.py allocates the cache and runs the decode
+loop, and `GPT.generate` here is the plain, uncached reference it is tested against.
 """
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from model.config import GPTConfig
+from model.sampling import Sampling, check_max_new_tokens, next_token
 
 INIT_STD = 0.02
 
@@ -68,10 +72,16 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)  # (block_size, d_k/2)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Rotate (B, n_head, T, d_k) queries or keys at positions 0 .. T-1."""
-        T = x.size(-2)
-        return rotate(x, self.cos[:T], self.sin[:T])
+    def forward(
+        self, x: torch.Tensor, angles: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """Rotate (B, n_head, T, d_k) queries or keys: at positions 0 .. T-1 (the
+        table's first T rows), or by the (T, d_k/2) cos and sin ``angles`` of other
+        positions (a `KVCache`'s)."""
+        if angles is None:
+            T = x.size(-2)
+            angles = self.cos[:T], self.sin[:T]
+        return rotate(x, *angles)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -82,13 +92,21 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
+# explicit_attention's optional hook: (step name, tensor) -> the tensor to go on with.
+StepHook = Callable[[str, torch.Tensor], torch.Tensor]
+
+
 def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
     """(T, T) bool mask, True on and below the diagonal: query i may see keys 0..i."""
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
 def explicit_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: nn.Module | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dropout: nn.Module | None = None,
+    step: StepHook | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention with a causal mask, step by step (Vaswani et al.
     2017, eq. 1).
@@ -96,20 +114,76 @@ def explicit_attention(
     Args:
         q, k, v: (B, n_head, T, d_k) queries, keys and values.
         dropout: optional dropout applied to the attention weights (training only).
+        step: optional hook ``step(name, tensor) -> tensor`` that each step's result
+            passes through, in this order: "q", "k", "v" (B, n_head, T, d_k), "scores"
+            (the raw q kᵀ), "scaled", "masked", "weights" (B, n_head, T, T), "out".
+            Returning the tensor as it is records it; returning another changes the
+            steps after it (viz/attention_steps.py does both: its page and its
+            what-if switches).
 
     Returns:
         out: (B, n_head, T, d_k) weighted sums of the values.
         weights: (B, n_head, T, T) attention weights; row i is the distribution over
             the keys 0..i that query i attends to (zeros above the diagonal).
     """
+    if step is None:
+        step = lambda name, tensor: tensor  # each step as it is
+    q, k, v = step("q", q), step("k", k), step("v", v)
     T, d_k = q.size(-2), q.size(-1)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, n_head, T, T)
+    scores = step("scores", q @ k.transpose(-2, -1))  # (B, n_head, T, T)
+    scores = step("scaled", scores / math.sqrt(d_k))
     # Mask before softmax so the future gets exactly zero weight, not a small one.
-    scores = scores.masked_fill(~causal_mask(T, q.device), float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+    scores = step("masked", scores.masked_fill(~causal_mask(T, q.device), float("-inf")))
+    weights = step("weights", torch.softmax(scores, dim=-1))
     attended = dropout(weights) if dropout is not None else weights
-    out = attended @ v  # weighted sum of values: (B, n_head, T, d_k)
+    out = step("out", attended @ v)  # weighted sum of values: (B, n_head, T, d_k)
     return out, weights
+
+
+class KVCache:
+    """The keys and values of the positions a sequence has already been through, for
+    decoding (Pope et al. 2022, "Efficiently Scaling Transformer Inference", section
+    2): with one, a forward pass runs only its T new tokens; each attention layer
+    stores their keys and values (`update`) and attends over every stored one.
+    model/engine.py allocates the storage once per generation and makes one of these
+    for each forward pass; training passes none.
+
+    Args:
+        keys, values: (n_layer, B, n_head, S, d_k) storage, written in place: a whole
+            static cache, or a view of its first S slots. The token at position p goes
+            to slot p mod S, so a full cache rolls (model/engine.py).
+        positions: (T,) int64 positions of the pass's T tokens.
+        mask: (T, S) bool, True where a query may attend to a slot (a decode step over
+            a cache whose later slots are not written yet); or None: every one of the
+            S slots is visible, causally among the new tokens when T > 1 (then S must
+            be T: a prefill from position 0).
+        angles: RoPE: the (T, d_k/2) cos and sin of ``positions``' rotations,
+            computed once for every layer; None: the rotary table's rows 0 .. T-1
+            (right only for positions 0 .. T-1), or no RoPE.
+    """
+
+    def __init__(
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        positions: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        angles: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ):
+        self.keys, self.values = keys, values
+        self.positions = positions
+        self.slots = positions % keys.size(3)  # (T,)
+        self.mask = mask
+        self.angles = angles
+
+    def update(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store layer ``layer``'s (B, n_head, T, d_k) new keys and values in their
+        slots; return all of its (B, n_head, S, d_k) stored keys and values."""
+        self.keys[layer].index_copy_(2, self.slots, k)
+        self.values[layer].index_copy_(2, self.slots, v)
+        return self.keys[layer], self.values[layer]
 
 
 class CausalSelfAttention(nn.Module):
@@ -128,17 +202,21 @@ class CausalSelfAttention(nn.Module):
 
     Two paths compute the same numbers: PyTorch's fused `scaled_dot_product_attention`
     (the default), and `explicit_attention`, the steps above one by one, taken while a
-    `record_attention` block asks for the weights. Tests hold the two equal.
+    `record_attention` block asks for the weights. Tests hold the two equal. While
+    decoding, a `KVCache` adds the keys and values of earlier positions (fused path).
 
     Args:
         config: uses n_embd, n_head, dropout, bias and qk_norm.
         rotary: the RoPE tables (shared by the layers) with ``position=rope``, else None.
+        layer_idx: this layer's index, its place in a `KVCache`.
 
     Raises:
         ValueError: if n_embd is not divisible by n_head.
     """
 
-    def __init__(self, config: GPTConfig, rotary: RotaryEmbedding | None = None):
+    def __init__(
+        self, config: GPTConfig, rotary: RotaryEmbedding | None = None, layer_idx: int = 0
+    ):
         super().__init__()
         if config.n_embd % config.n_head != 0:
             raise ValueError(
@@ -146,6 +224,7 @@ class CausalSelfAttention(nn.Module):
             )
         self.n_head = config.n_head
         self.n_embd = config.n_embd
+        self.layer_idx = layer_idx
         self.dropout_p = config.dropout
         # One matrix computes q, k and v for every head at once: (C) -> (3C).
         self.qkv_proj = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
@@ -155,8 +234,10 @@ class CausalSelfAttention(nn.Module):
         self.rotary = rotary
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
-        # A list while `record_attention` is active: forward appends its weights to it.
+        # While `record_attention` is active: a list that forward appends its weights
+        # to, and the hook each step of explicit_attention passes through (or None).
         self.recorder: list[torch.Tensor] | None = None
+        self.step_hook: StepHook | None = None
 
     def split_heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, T, 3C) output of qkv_proj -> q, k, v, each (B, n_head, T, d_k), with
@@ -174,27 +255,41 @@ class CausalSelfAttention(nn.Module):
             k = F.rms_norm(k, (k.size(-1),))
         return q, k, v
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Attend over the sequence: (B, T, C) activations -> (B, T, C)."""
+    def forward(self, x: torch.Tensor, kv_cache: KVCache | None = None) -> torch.Tensor:
+        """Attend over the sequence: (B, T, C) activations -> (B, T, C). With a
+        ``kv_cache``, over the cached positions too (T new tokens, decoding)."""
         B, T, C = x.shape
         q, k, v = self.split_heads(self.qkv_proj(x))
         if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
-        if self.recorder is not None:
-            out, weights = explicit_attention(q, k, v, self.attn_dropout)
+            angles = None if kv_cache is None else kv_cache.angles
+            q, k = self.rotary(q, angles), self.rotary(k, angles)
+        mask = None
+        if kv_cache is not None:  # store the new keys and values; attend over all stored
+            k, v = kv_cache.update(self.layer_idx, k, v)
+            mask = kv_cache.mask
+        if self.recorder is not None and kv_cache is None:  # decoding records nothing
+            out, weights = explicit_attention(q, k, v, self.attn_dropout, self.step_hook)
             self.recorder.append(weights)
         else:
             p = self.dropout_p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=T > 1)
+            causal = mask is None and T > 1
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal
+            )
         out = out.transpose(1, 2).contiguous().view(B, T, C)  # concatenate the heads
         return self.resid_dropout(self.out_proj(out))
 
 
 @contextmanager
-def record_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
+def record_attention(
+    model: nn.Module, step_hook: Callable[[int, str, torch.Tensor], torch.Tensor] | None = None
+) -> Iterator[list[torch.Tensor]]:
     """Within this block, every `CausalSelfAttention` of ``model`` takes the explicit
     path and keeps its weights: the yielded list receives one (B, n_head, T, T) tensor
-    per layer and forward pass, in layer order. On exit the modules are as before.
+    per layer and forward pass, in layer order; passes with a `KVCache` (decoding)
+    record nothing. ``step_hook(layer_idx, name, tensor)``, if given, is the ``step``
+    hook of every layer's `explicit_attention`, told which layer calls it. On exit the
+    modules are as before.
 
         with record_attention(model) as weights:
             logits, _ = model(idx)
@@ -203,11 +298,13 @@ def record_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
     recorded: list[torch.Tensor] = []
     for layer in layers:
         layer.recorder = recorded
+        layer.step_hook = None if step_hook is None else partial(step_hook, layer.layer_idx)
     try:
         yield recorded
     finally:
         for layer in layers:
             layer.recorder = None
+            layer.step_hook = None
 
 
 class ReLUSquared(nn.Module):
@@ -250,18 +347,22 @@ class Block(nn.Module):
     Args:
         config: the model's GPTConfig.
         rotary: the RoPE tables shared by the layers (``position=rope``), or None.
+        layer_idx: the block's index (its attention's place in a `KVCache`).
     """
 
-    def __init__(self, config: GPTConfig, rotary: RotaryEmbedding | None = None):
+    def __init__(
+        self, config: GPTConfig, rotary: RotaryEmbedding | None = None, layer_idx: int = 0
+    ):
         super().__init__()
         self.ln_1 = make_norm(config)
-        self.attn = CausalSelfAttention(config, rotary)
+        self.attn = CausalSelfAttention(config, rotary, layer_idx)
         self.ln_2 = make_norm(config)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Transform (B, T, C) activations into (B, T, C)."""
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x: torch.Tensor, kv_cache: KVCache | None = None) -> torch.Tensor:
+        """Transform (B, T, C) activations into (B, T, C); ``kv_cache``: see
+        `CausalSelfAttention.forward`."""
+        x = x + self.attn(self.ln_1(x), kv_cache)
         x = x + self.mlp(self.ln_2(x))
         return x
 
@@ -290,7 +391,7 @@ class GPT(nn.Module):
         rotary = None  # one set of tables for every layer
         if config.position == "rope":
             rotary = RotaryEmbedding(config.head_size, config.block_size, config.rope_base)
-        self.blocks = nn.ModuleList(Block(config, rotary) for _ in range(config.n_layer))
+        self.blocks = nn.ModuleList(Block(config, rotary, i) for i in range(config.n_layer))
         self.ln_f = make_norm(config)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -344,13 +445,19 @@ class GPT(nn.Module):
         return n
 
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        kv_cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Compute next-token logits and, given targets, the loss.
 
         Args:
-            idx: (B, T) int64 token ids, T <= block_size.
+            idx: (B, T) int64 token ids, T <= block_size: positions 0 .. T-1, or
+                ``kv_cache.positions``.
             targets: optional (B, T) int64 next-token ids; -1 marks positions to ignore.
+            kv_cache: decoding: the keys and values of earlier positions, which every
+                layer extends with those of idx and attends over (`KVCache`).
 
         Returns:
             ``(logits, loss)``: logits (B, T, vocab_size); loss is the mean
@@ -367,10 +474,14 @@ class GPT(nn.Module):
             )
         x = self.token_embedding(idx)  # (B, T, C)
         if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(0, T, device=idx.device))
+            if kv_cache is None:
+                positions = torch.arange(0, T, device=idx.device)
+            else:
+                positions = kv_cache.positions
+            x = x + self.position_embedding(positions)
         x = self.dropout(x)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, kv_cache)
         logits = self.head(x)
         loss = None
         if targets is not None:
@@ -399,31 +510,55 @@ class GPT(nn.Module):
         top_p: float | None = None,
         *,
         generator: torch.Generator | None = None,
-        use_cache: bool = True,
-        compile: bool | None = None,
     ) -> torch.Tensor:
         """Extend (B, T) prompt ids by max_new_tokens sampled tokens -> (B, T +
-        max_new_tokens) ids. Arguments, errors: `model.engine.generate`."""
-        from model.engine import generate  # the engine reads this file's modules
+        max_new_tokens) ids, the way nanoGPT does: every step runs the last block_size
+        tokens through `forward`, with no cache. The reference that decoding with a KV
+        cache (model/engine.py, `model.engine.generate`, what sample.py runs) is tested
+        against: inside block_size both give the same tokens. Put the model in eval
+        mode first (no dropout).
 
-        options = dict(generator=generator, use_cache=use_cache, compile=compile)
-        return generate(self, idx, max_new_tokens, temperature, top_k, top_p, **options)
+        Args:
+            idx: (B, T) int64 prompt token ids, B >= 1, T >= 1.
+            max_new_tokens: tokens to add, >= 0.
+            temperature, top_k, top_p, generator: those of `model.sampling.Sampling`.
+
+        Raises:
+            model.sampling.SamplingArgumentError: naming each bad setting, and
+            ValueError: for an empty prompt; both before any model work.
+        """
+        sampling = Sampling(temperature, top_k, top_p, generator=generator)
+        return torch.cat([idx, *self.generate_stream(idx, max_new_tokens, sampling)], dim=1)
 
     def generate_stream(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        *,
-        generator: torch.Generator | None = None,
-        use_cache: bool = True,
-        compile: bool | None = None,
+        self, idx: torch.Tensor, max_new_tokens: int, sampling: Sampling | None = None
     ) -> Iterator[torch.Tensor]:
-        """Yield the max_new_tokens new tokens as (B, 1) ids, one step at a time.
-        Arguments, errors: `model.engine.generate_stream`."""
-        from model.engine import generate_stream
+        """`generate`'s new tokens as (B, 1) ids, one step at a time, with ``sampling``
+        (None: `Sampling()`, temperature 1 over every token). The arguments are checked
+        now, as `generate` checks them; the model runs as the iterator is consumed, and
+        stopping early costs nothing more."""
+        check_prompt(idx, max_new_tokens)
+        return self._uncached_tokens(idx, max_new_tokens, sampling or Sampling())
 
-        options = dict(generator=generator, use_cache=use_cache, compile=compile)
-        return generate_stream(self, idx, max_new_tokens, temperature, top_k, top_p, **options)
+    @torch.no_grad()
+    def _uncached_tokens(
+        self, idx: torch.Tensor, max_new_tokens: int, sampling: Sampling
+    ) -> Iterator[torch.Tensor]:
+        """The loop of `generate_stream`: (B, 1) ids, one forward pass each."""
+        generator = sampling.rng(idx.device)
+        for _ in range(max_new_tokens):
+            logits, _ = self(idx[:, -self.config.block_size :])
+            token = next_token(logits[:, -1, :], sampling, generator)
+            yield token
+            idx = torch.cat([idx, token], dim=1)
+
+
+def check_prompt(idx: torch.Tensor, max_new_tokens: int) -> None:
+    """Raise before any model work for a prompt that is not (B, T) ids with B, T >= 1
+    (ValueError) or a bad max_new_tokens (`model.sampling.SamplingArgumentError`)."""
+    check_max_new_tokens(max_new_tokens)
+    if idx.dim() != 2 or idx.size(0) == 0 or idx.size(1) == 0:
+        raise ValueError(
+            f"the prompt idx must be (B, T) token ids with B >= 1 and T >= 1 (at least "
+            f"one token), got shape {tuple(idx.shape)}"
+        )

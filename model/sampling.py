@@ -8,33 +8,33 @@
       -> softmax -> one draw per row                    (B, 1) token ids
 
 Filters set the logits of removed tokens to -inf, so the softmax gives them exactly
-zero probability. Also here: the checks of these settings, made before any model work.
+zero probability, and the draw never picks them. The settings travel together as one
+`Sampling`, checked once when it is made, before any model work.
 """
 
 import math
 import numbers
+from dataclasses import dataclass
 
 import torch
 
 
 class SamplingArgumentError(ValueError):
-    """A sampling setting is out of range. ``argument`` is its Python name (top_p),
-    ``requirement`` what it must be; a command line can name its own flag instead.
+    """Sampling settings out of range, all of them at once. ``problems`` holds one
+    (argument, requirement) pair per bad setting: ``argument`` is its Python name
+    (top_p), ``requirement`` what it must be; a command line can name its own flags
+    instead. ``argument`` and ``requirement`` are those of the first.
 
     Args:
-        argument: the parameter's name, e.g. "top_p".
-        requirement: the rest of the message, e.g. "must be a number in (0, 1], got 2".
+        problems: e.g. [("top_p", "must be a number in (0, 1] ..., got 2")].
     """
 
-    def __init__(self, argument: str, requirement: str):
-        super().__init__(f"{argument} {requirement}")
-        self.argument = argument
-        self.requirement = requirement
-
-
-class SamplingError(RuntimeError):
-    """A sampler fault. The draw of `draw` (an argmax) cannot leave the vocabulary, so
-    nothing here raises it any more; it stays for callers that catch it."""
+    def __init__(self, problems: list[tuple[str, str]]):
+        super().__init__(
+            "; ".join(f"{argument} {requirement}" for argument, requirement in problems)
+        )
+        self.problems = problems
+        self.argument, self.requirement = problems[0]
 
 
 def _is_int(value) -> bool:
@@ -47,39 +47,81 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def validate_sampling_args(
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-) -> None:
-    """Check sampling settings before any model work.
+def _seed_problem(seed) -> str | None:
+    """What is wrong with a seed, or None: it must be an integer in [-2**63, 2**64 - 1],
+    the range a torch generator accepts (a negative seed is taken modulo 2**64)."""
+    if not _is_int(seed) or not (-(2**63) <= seed < 2**64):
+        return f"must be an integer in [-2**63, 2**64 - 1], got {seed!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How each next token is chosen, checked once when it is made and then passed
+    along unchanged (model/engine.py, `GPT.generate`).
 
     Args:
-        max_new_tokens: tokens to generate; an integer >= 0.
-        temperature: a finite number >= 0; 0 means greedy decoding.
-        top_k: None (off) or an integer >= 1; values above vocab_size are clamped later.
-        top_p: None (off) or a number in (0, 1]; 1 keeps every token.
+        temperature: a finite number >= 0 dividing the logits; 0 means greedy (argmax,
+            no randomness). Any positive value works, however small: below float32's
+            smallest normal number it gives the greedy token too (`next_token`).
+        top_k: None (off) or an integer >= 1: sample among the k likeliest tokens
+            (values above vocab_size keep every token).
+        top_p: None (off) or a number in (0, 1]: nucleus sampling (1 keeps every token).
+        seed: None, or an integer in [-2**63, 2**64 - 1]: each generation then draws
+            with a new torch generator seeded with it, on the model's device.
+        generator: None, or a torch.Generator on the model's device, which every
+            generation draws from in turn. Not together with ``seed``; with neither,
+            torch's default generator is used.
 
     Raises:
-        SamplingArgumentError: naming the argument, for any value outside those ranges.
+        SamplingArgumentError: listing every setting outside those ranges.
     """
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    generator: torch.Generator | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        t = self.temperature
+        if not _is_real(t) or not math.isfinite(t) or t < 0:
+            problems.append(
+                ("temperature", f"must be a finite number >= 0 (0 means greedy), got {t!r}")
+            )
+        if self.top_k is not None and (not _is_int(self.top_k) or self.top_k <= 0):
+            problems.append(
+                ("top_k", f"must be an integer >= 1 (or unset for off), got {self.top_k!r}")
+            )
+        # `not (0 < p <= 1)` rather than `p <= 0 or p > 1`, so that NaN is refused too.
+        p = self.top_p
+        if p is not None and (not _is_real(p) or not (0 < p <= 1)):
+            problems.append(
+                ("top_p", f"must be a number in (0, 1] (1 keeps every token), got {p!r}")
+            )
+        if self.seed is not None and (problem := _seed_problem(self.seed)) is not None:
+            problems.append(("seed", problem))
+        if self.generator is not None and not isinstance(self.generator, torch.Generator):
+            problems.append(("generator", f"must be a torch.Generator, got {type(self.generator)}"))
+        if self.seed is not None and self.generator is not None:
+            problems.append(("seed", "and generator both given: give one of them"))
+        if problems:
+            raise SamplingArgumentError(problems)
+
+    def rng(self, device: torch.device | str) -> torch.Generator | None:
+        """The generator one generation draws with: ``generator`` itself, a new one on
+        ``device`` seeded with ``seed``, or None (torch's default generator)."""
+        if self.seed is not None:
+            return make_generator(self.seed, device)
+        return self.generator
+
+
+def check_max_new_tokens(max_new_tokens) -> None:
+    """Raise `SamplingArgumentError` naming max_new_tokens unless it is an integer >= 0."""
     if not _is_int(max_new_tokens) or max_new_tokens < 0:
         raise SamplingArgumentError(
-            "max_new_tokens", f"must be an integer >= 0, got {max_new_tokens!r}"
-        )
-    if not _is_real(temperature) or not math.isfinite(temperature) or temperature < 0:
-        raise SamplingArgumentError(
-            "temperature", f"must be a finite number >= 0 (0 means greedy), got {temperature!r}"
-        )
-    if top_k is not None and (not _is_int(top_k) or top_k <= 0):
-        raise SamplingArgumentError(
-            "top_k", f"must be an integer >= 1 (or unset for off), got {top_k!r}"
-        )
-    # `not (0 < p <= 1)` rather than `p <= 0 or p > 1`, so that NaN is rejected too.
-    if top_p is not None and (not _is_real(top_p) or not (0 < top_p <= 1)):
-        raise SamplingArgumentError(
-            "top_p", f"must be a number in (0, 1] (1 keeps every token), got {top_p!r}"
+            [("max_new_tokens", f"must be an integer >= 0, got {max_new_tokens!r}")]
         )
 
 
@@ -94,10 +136,8 @@ def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gener
     Raises:
         SamplingArgumentError: if seed is not an integer in that range.
     """
-    if not _is_int(seed) or not (-(2**63) <= seed < 2**64):
-        raise SamplingArgumentError(
-            "seed", f"must be an integer in [-2**63, 2**64 - 1], got {seed!r}"
-        )
+    if (problem := _seed_problem(seed)) is not None:
+        raise SamplingArgumentError([("seed", problem)])
     return torch.Generator(device=device).manual_seed(int(seed))
 
 
@@ -148,41 +188,37 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def next_token(
-    logits: torch.Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    *,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
+    logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """Pick the next token for each sequence from its last-position logits.
 
     Order: temperature, then top-k, then top-p (so p is measured on the tempered
-    distribution), then one draw from the softmax. Arguments are assumed valid
-    (see `validate_sampling_args`).
+    distribution), then one draw from the softmax (`draw`).
 
     Args:
         logits: (B, vocab_size) unnormalised log-probabilities.
-        temperature: divides the logits; 0 means greedy (argmax, no RNG use).
-        top_k: keep only the k most likely tokens (clamped to vocab_size); None = all.
-        top_p: nucleus threshold in (0, 1]; None = off.
-        generator: torch RNG used for sampling, for reproducible output.
+        sampling: the settings; temperature 0 is greedy (argmax, no RNG use).
+        generator: the torch RNG of this generation (`Sampling.rng`), or None for
+            torch's default one.
 
     Returns:
         (B, 1) int64 token ids, on the logits' device. Nothing is read back to the
         host, so a decode loop never waits for the device here.
     """
-    if temperature == 0:
+    if sampling.temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     # Subtracting the row maximum first changes nothing mathematically (softmax is
     # shift-invariant) but keeps a tiny temperature from turning logits into inf - inf
-    # = NaN: the best token stays at 0 and the others go to -inf at worst.
+    # = NaN: the best token stays at 0 and the others go to -inf at worst. Below
+    # float32's smallest normal number a temperature would round to 0 in the division
+    # (0 / 0 = NaN), so it is raised to that number: the same greedy limit.
+    temperature = max(sampling.temperature, torch.finfo(torch.float32).tiny)
     logits = logits.float()
     logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
-    if top_k is not None:
-        logits = top_k_filter(logits, top_k)
-    if top_p is not None:
-        logits = top_p_filter(logits, top_p)
+    if sampling.top_k is not None:
+        logits = top_k_filter(logits, sampling.top_k)
+    if sampling.top_p is not None:
+        logits = top_p_filter(logits, sampling.top_p)
     probs = torch.softmax(logits, dim=-1)
     return draw(probs, generator)
 
@@ -194,6 +230,12 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
     p_i (the exponential race; the Gumbel-max trick with exp applied). It is the
     computation torch.multinomial makes for one sample, without its input checks that
     read a value back to the host: the same generator gives the same ids.
+
+    Only tokens with p_i > 0 take part: a token that top-k or top-p removed can never
+    be drawn, even where the race holds 0 or -0.0 (some devices' generators can
+    return 0, and 0 / 0 = NaN would win the argmax).
     """
     race = torch.empty_like(probs).exponential_(1, generator=generator)
-    return (probs / race).argmax(dim=-1, keepdim=True)
+    # p / |E| >= 0 for every token that can be drawn (+inf where E is 0); -1 below them.
+    scores = torch.where(probs > 0, probs / race.abs(), -1.0)
+    return scores.argmax(dim=-1, keepdim=True)

@@ -9,7 +9,10 @@ of one window per rank on the windows in OUT/windows.pt (rank r takes windows 4r
 and saves its loss, gradient norm and weights to OUT/accumulated{r}.pt
 (see tests/test_accumulation.py). "dropout" runs one step with model.dropout=0.5 and
 saves where the embedding dropout zeroed its input, and the weights after, to
-OUT/dropout{r}.pt (see tests/test_rng.py).
+OUT/dropout{r}.pt (see tests/test_rng.py). "float16" trains 6 steps with
+train.dtype=float16 from a loss scale of 2**20 (its first steps overflow) and saves the
+steps skipped, the final scale, the logged losses and the weights to
+OUT/float16_{r}.pt (see tests/test_precision.py).
 """
 
 import sys
@@ -88,11 +91,40 @@ def dropout(out: Path, corpus: Path) -> None:
     shutdown_distributed()
 
 
+def float16(out: Path, corpus: Path) -> None:
+    from test_precision import PLANTED_SCALE
+
+    import training.precision
+
+    training.precision.INITIAL_LOSS_SCALE = PLANTED_SCALE
+    overrides = {
+        "train.max_iters": 6,
+        "train.eval_interval": 6,
+        "train.dtype": "float16",
+        "data.val_fraction": 0.01,
+        "train.sample_tokens": 0,
+        "train.attention_prompt": "''",
+    }
+    trainer = Trainer(load_config(None, tiny_overrides(out, corpus, device="cpu", **overrides)))
+    result = trainer.run()  # closes the trainer
+    state = {
+        "skipped": result.skipped_steps,
+        "scale": trainer.scaler.get_scale(),
+        "losses": result.losses,
+        "weights": trainer.model.state_dict(),
+    }
+    torch.save(state, out / f"float16_{trainer.dist.rank}.pt")
+    del trainer
+    shutdown_distributed()
+
+
 if __name__ == "__main__":
     mode = sys.argv[3] if len(sys.argv) > 3 else ""
     if mode == "accumulate":
         accumulate(Path(sys.argv[1]), Path(sys.argv[2]))
     elif mode == "dropout":
         dropout(Path(sys.argv[1]), Path(sys.argv[2]))
+    elif mode == "float16":
+        float16(Path(sys.argv[1]), Path(sys.argv[2]))
     else:
         main(Path(sys.argv[1]), Path(sys.argv[2]), mode == "fail")

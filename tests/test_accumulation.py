@@ -96,6 +96,7 @@ def test_accumulation_equals_one_big_batch(tmp_path, shakespeare_path):
     assert_same_step(accumulated, big, initial)
 
 
+@pytest.mark.slow  # torchrun
 def test_accumulation_under_two_process_ddp(tmp_path, shakespeare_path):
     """2 ranks x 4 micro-batches of 1 window = one process with one batch of 8."""
     x, y = fixed_windows(shakespeare_path, tmp_path)

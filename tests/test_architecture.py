@@ -8,7 +8,7 @@ import torch
 
 from conftest import TEST_DEVICE
 from model import GPT, GPTConfig, record_attention
-from model.engine import Engine, KVCache, rotary_angles
+from model.engine import Engine, allocate_cache, rotary_angles
 from model.gpt import RotaryEmbedding, rotate
 
 BASE = dict(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32)
@@ -76,12 +76,13 @@ def test_fast_explicit_and_cached_paths_agree(name):
     torch.testing.assert_close(weights[0].sum(-1), torch.ones(3, 2, 12, device=TEST_DEVICE))
     engine = Engine(model, compile=False)
     with torch.no_grad():
-        cache = KVCache.for_model(model, batch_size=3)
-        steps = [engine.prefill(x[:, :5], cache)]
+        keys, values = allocate_cache(model, batch_size=3)
+        slots = torch.arange(keys.size(3), device=TEST_DEVICE)
+        steps = [engine.prefill(x[:, :5], keys, values)]
         for t in range(5, 12):
             position = torch.tensor([t], device=TEST_DEVICE)
             token = x[:, t : t + 1]
-            steps.append(engine.decode_step(token, position, cache.keys, cache.values, cache.slots))
+            steps.append(engine.decode_step(token, position, keys, values, slots))
     torch.testing.assert_close(torch.stack(steps, 1), fast[:, 4:12], atol=1e-4, rtol=0)
 
 
@@ -117,6 +118,8 @@ def test_rope_tables_are_shared_and_positions_past_them_are_computed():
     for position in (0, 5, 15):
         cos, sin = rotary_angles(rope, torch.tensor([position]))
         assert torch.equal(cos[0], rope.cos[position]) and torch.equal(sin[0], rope.sin[position])
+    cos, sin = rotary_angles(rope, torch.arange(16))  # a prefill's positions: the table
+    assert torch.equal(cos, rope.cos) and torch.equal(sin, rope.sin)
     wide = RotaryEmbedding(head_size=8, block_size=5000)  # a float32 table reaching further
     for position in (16, 41, 4999):
         cos, sin = rotary_angles(rope, torch.tensor([position]))
@@ -138,6 +141,7 @@ def test_softcap_bounds_logits_and_untied_head_is_separate():
     assert torch.all(model.blocks[1].mlp.down_proj.weight == 0)
 
 
+@pytest.mark.slow  # torch.compile
 def test_compiled_and_eager_forward_agree():
     model = build("modern").eval()
     x = torch.randint(0, 20, (2, 16)).to(TEST_DEVICE)

@@ -85,3 +85,49 @@ def test_model_attention_weights_and_logits_match_fast_path():
         slow, _ = model(idx)
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
     assert len(weights) == 3 and weights[0].shape == (2, 2, 10, 10)
+
+
+def test_step_hook_sees_each_step_in_order_and_goes_on_with_what_it_returns():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 3) for _ in range(3))
+    seen = []
+
+    def keep(name, tensor):
+        seen.append((name, tensor.clone()))
+        return tensor
+
+    out, weights = explicit_attention(q, k, v, step=keep)
+    assert [name for name, _ in seen] == ["q", "k", "v", "scores", "scaled", "masked"] + [
+        "weights",
+        "out",
+    ]
+    steps = dict(seen)
+    assert torch.equal(steps["scores"], q @ k.transpose(-2, -1))
+    assert torch.equal(steps["scaled"], steps["scores"] / math.sqrt(3))
+    assert torch.equal(steps["weights"], weights) and torch.equal(steps["out"], out)
+    plain = explicit_attention(q, k, v)
+    assert torch.equal(plain[0], out) and torch.equal(plain[1], weights)
+
+    def uniform(name, tensor):  # a changed step changes what follows it
+        if name != "weights":
+            return tensor
+        return torch.ones_like(tensor).tril() / torch.arange(1, 5)[:, None]
+
+    out, weights = explicit_attention(q, k, v, step=uniform)
+    torch.testing.assert_close(out[0, 0, 3], v[0, 0].mean(0))
+
+
+def test_record_attention_tells_the_step_hook_which_layer_calls():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=20, block_size=16, n_layer=3, n_head=2, n_embd=32)).eval()
+    calls = []
+    with record_attention(model, lambda layer, name, t: calls.append((layer, name)) or t) as w:
+        model(torch.randint(0, 20, (1, 5)))
+    assert [c for c in calls if c[1] == "weights"] == [
+        (0, "weights"),
+        (1, "weights"),
+        (2, "weights"),
+    ]
+    assert len(w) == 3 and all(
+        a.step_hook is None for a in model.modules() if hasattr(a, "step_hook")
+    )

@@ -4,6 +4,7 @@ is self-contained. (The page in a real browser: test_attention_page_browser.py.)
 
 import _thread
 import json
+import math
 import re
 import signal
 import socket
@@ -15,7 +16,14 @@ import urllib.request
 import numpy as np
 import pytest
 import torch
-from test_attention_explorer import PROMPT, VOCAB, ids_of, parse_table, save_sharp_checkpoint
+from test_attention_explorer import (
+    NUMBER,
+    PROMPT,
+    VOCAB,
+    ids_of,
+    parse_table,
+    save_sharp_checkpoint,
+)
 
 import explore_attention
 from conftest import TIMEOUT_S
@@ -30,7 +38,8 @@ from viz.attention_server import (
     next_char_probabilities,
     render_page,
 )
-from viz.attention_table import format_attention_table
+from viz.attention_steps import SWITCHES, attention_steps, record_forward
+from viz.attention_table import format_attention_table, format_steps
 from viz.attention_weights import prompt_attention, select_head
 
 ENGLISH = "To be, or not"
@@ -136,6 +145,11 @@ def test_next_char_distribution_is_the_softmax_at_that_temperature(run):
         "probability": 1.0,
     }
     assert {n["probability"] for n in greedy["next"][1:]} == {0.0}
+    # Listed by the model's logits at every temperature: at 0 too, not in vocabulary
+    # order once the probabilities are 0.
+    ranked = torch.sort(logits, descending=True, stable=True).indices[:10].tolist()
+    assert [n["id"] for n in greedy["next"]] == ranked
+    assert ranked != sorted(ranked)  # vocabulary order would differ
     # Tied logits: the first wins, as argmax and the sampler's greedy path choose.
     tied = next_char_probabilities(torch.tensor([1.0, 3.0, 3.0, 2.0]), 0)
     assert tied.tolist() == [0.0, 1.0, 0.0, 0.0]
@@ -172,15 +186,24 @@ def test_the_server_serves_the_page_and_nothing_from_the_file_system(run):
     status, page = fetch(url)
     assert status == 200 and EXTERNAL.search(page) is None
     data = embedded_data(page)
-    assert data["served"] is True and data["result"] is None
+    assert data["served"] is True and data["result"] is None and data["steps"] is None
+    presets = data["model"].pop("presets")
     assert data["model"] == {
         "name": str(path),
         "n_layer": 2,
         "n_head": 3,
+        "n_embd": 24,
+        "d_k": 8,
         "block_size": 16,
+        "position": "learned",
+        "norm": "layernorm",
+        "qk_norm": False,
         "vocab": VOCAB,
         "vocab_labels": [c.replace(" ", "␣") for c in VOCAB],
+        "switches": [{"key": key, "text": text} for key, text in SWITCHES.items()],
     }
+    # The chapters' sentences: the one whose characters the model knows is offered.
+    assert [p["text"] for p in presets if not p["missing"]] == [PROMPT]
     status, answer = fetch(url + "api/attention?prompt=" + urllib.request.quote("새가"))
     assert status == 200 and answer["chars"] == ["새", "가"]
     for where in ("ckpt.pt", "viz/attention_page.html", "..%2Fexplore_attention.py", "favicon.ico"):
@@ -210,7 +233,7 @@ def test_user_text_never_becomes_html():
     }
     nasty = {"prompt": "</script><script>alert(1)</script><!--"}
     page = render_page(info, nasty, served=False)
-    assert embedded_data(page) == {"served": False, "model": info, "result": nasty}
+    assert embedded_data(page) == {"served": False, "model": info, "result": nasty, "steps": None}
     assert page.count("<script>alert") == 0
 
 
@@ -293,3 +316,106 @@ def test_serve_prints_its_address_and_stops_cleanly_on_ctrl_c(tmp_path, capsys, 
     assert pages == [200]
     assert f"at http://127.0.0.1:{port}/" in out.out and out.out.endswith("stopped\n")
     assert out.err == ""
+
+
+def test_steps_endpoint_answers_one_head_and_takes_switches(run):
+    model, _, url = run
+    status, steps = post_to(url, "api/steps", {"prompt": PROMPT, "layer": 0, "head": 1})
+    assert status == 200 and steps["layer"] == 0 and list(steps["heads"]) == ["1"]
+    record = record_forward(model, ids_of(PROMPT))
+    own = {s.key: s.values for s in attention_steps(record, 0, 1)}
+    for key, step in {**steps["layer_steps"], **steps["heads"]["1"]}.items():
+        values = torch.tensor(
+            [[-math.inf if v is None else v for v in row] for row in step["values"]]
+        )
+        assert torch.equal(values, own[key]), key  # float32 through JSON, exactly
+    assert steps["what_if"] is None and steps["prompt"] == PROMPT
+    query = "api/steps?prompt=" + urllib.request.quote(PROMPT) + "&layer=1&head=2"
+    status, switched = fetch(url + query + "&switches=no_mask,uniform")
+    assert status == 200 and switched["what_if"]["switches"] == ["no_mask", "uniform"]
+    T = len(PROMPT)
+    assert switched["heads"]["2"]["weights"]["values"][0] == pytest.approx([1 / T] * T)
+    status, answer = post(url, {"prompt": PROMPT, "layer": 1, "head": 2, "switches": ["uniform"]})
+    assert status == 200 and answer["what_if"]["layer"] == 1 and answer["model"] is not None
+    for body, message in (
+        ({"prompt": PROMPT, "layer": 0, "head": 3}, "head must be a whole number in 0..2"),
+        ({"prompt": PROMPT, "layer": "x", "head": 0}, "layer must be a whole number in 0..1"),
+        ({"prompt": PROMPT, "switches": ["no_softmax"]}, "unknown switch 'no_softmax'"),
+        ({"prompt": PROMPT, "switches": "no_mask"}, None),  # a query-style string is read
+        ({"prompt": "", "layer": 0, "head": 0}, "the prompt is empty"),
+    ):
+        status, answer = post_to(url, "api/steps", body)
+        if message is None:
+            assert status == 200 and answer["what_if"]["switches"] == ["no_mask"]
+        else:
+            assert status == 400 and message in answer["error"], answer
+
+
+def post_to(url: str, path: str, payload: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url + path, data=json.dumps(payload).encode(), method="POST")
+    return fetch(request)
+
+
+def test_html_file_embeds_every_heads_steps(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    model = save_sharp_checkpoint(path)
+    html = tmp_path / "attention.html"
+    argv = ["--checkpoint", str(path), "--prompt", "To be", "--device", "cpu", "--html", str(html)]
+    assert explore_attention.main([*argv, "--png", str(tmp_path / "grid.png"), "--dpi", "10"]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert EXTERNAL.search(page) is None
+    data = embedded_data(page)
+    explorer = AttentionExplorer(model, CharTokenizer(VOCAB), str(path))
+    assert data["steps"] == explorer.all_steps("To be")
+    assert [len(layer["heads"]) for layer in data["steps"]] == [3, 3]
+    assert data["result"]["lens"] == explorer.explain("To be")["lens"]
+
+
+def test_cli_steps_prints_the_pages_numbers(checkpoint_path, capsys):
+    model, path = checkpoint_path
+    argv = ["--checkpoint", str(path), "--prompt", PROMPT, "--device", "cpu", "--steps"]
+    assert explore_attention.main([*argv, "--layer", "0", "--head", "1", "--decimals", "4"]) == 0
+    out = capsys.readouterr().out
+    explorer = AttentionExplorer(model, CharTokenizer(VOCAB), str(path))
+    page = explorer.steps(PROMPT, 0, 1)
+    steps = attention_steps(explorer.forward(ids_of(PROMPT)), 0, 1)
+    assert format_steps(steps, PROMPT, 4, 16) in out  # the function --steps prints with
+    # The weights as the page has them, row by row, at 4 decimals.
+    section = out[out.index("Step 7 · softmax") :]
+    rows = [line for line in section.splitlines()[4:] if re.match(r"^\s*\d+ \S", line)]
+    T = len(PROMPT)
+    for i, line in enumerate(rows[:T]):
+        printed = NUMBER.findall(line.split(maxsplit=2)[2])
+        assert printed == [f"{v:.4f}" for v in page["heads"]["1"]["weights"]["values"][i]]
+    masked = out[out.index("Step 6 · the causal mask") :].splitlines()[4]
+    assert masked.count("−∞") == T - 1  # row 0: every later character
+    assert "layer 0 of 0..1, head 1 of 0..2" in out and "WHAT-IF" not in out
+    assert "… 8 more columns (24 in all)" in out  # X is 24 wide; 16 shown
+    lens = explorer.explain(PROMPT)["lens"]
+    best = VOCAB[lens["ids"][-1][-1][0]].replace(" ", "␣")
+    assert re.search(rf"after block 1: {re.escape(best)} \d\.\d{{4}}", out)
+    assert explore_attention.main([*argv, "--switches", "no_mask", "--layer", "0"]) == 0
+    assert "WHAT-IF, not what the model computes: layer 0, head 0: no causal mask" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.fixture
+def checkpoint_path(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    return save_sharp_checkpoint(path), path
+
+
+def test_cli_steps_refuses_what_it_cannot(checkpoint_path, capsys):
+    _, path = checkpoint_path
+    argv = ["--checkpoint", str(path), "--prompt", "To be", "--device", "cpu"]
+
+    def fails(*extra) -> str:
+        assert explore_attention.main([*argv, *extra]) == 2
+        return capsys.readouterr().err
+
+    assert "add --steps" in fails("--switches", "no_mask")
+    assert "unknown switch 'no_softmax'" in fails("--steps", "--switches", "no_softmax")
+    assert "head must be in 0..2" in fails("--steps", "--head", "3")
+    assert "--steps prints the steps" in fails("--steps", "--serve")
+    assert "--columns must be >= 0" in fails("--steps", "--columns", "-1")

@@ -14,6 +14,8 @@ from conftest import ROOT, shakespeare, tiny_overrides
 from training import load_config, train
 from training.loop import Trainer
 
+pytestmark = pytest.mark.slow  # torch.compile
+
 STEPS = 6
 # Eager AdamW is also covered by test_train_e2e's resume test.
 CASES = [

@@ -98,6 +98,7 @@ class ClosedPipe(io.TextIOBase):
         raise BrokenPipeError(32, "Broken pipe")
 
 
+@pytest.mark.slow
 def test_closed_stdout_does_not_stop_training(tmp_path, shakespeare_path, monkeypatch):
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
     result = train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))

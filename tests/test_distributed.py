@@ -5,6 +5,7 @@ on TEST_DEVICE (NCCL on CUDA: what a one-GPU machine can check)."""
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from conftest import ON_CUDA, ROOT, TIMEOUT_S, read_scalars, tiny_overrides, torchrun
@@ -14,6 +15,8 @@ from training import load_config, train
 from training.config import TrainConfig
 from training.optim import build_optimizer
 from viz.run_events import TRAIN_LOSS
+
+pytestmark = pytest.mark.slow  # torchrun and DDP jobs
 
 
 def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):

@@ -1,4 +1,4 @@
-"""Every relative link in README.md, README.ko.md and docs/ leads somewhere: the file
+"""Every relative link in README.md, README.ko.md, docs/ and dev/ leads somewhere: the file
 (or picture) exists, and a ``#anchor`` names a heading of that file, as GitHub makes
 heading anchors, or an ``<a id="...">`` in it. Links to web addresses are not followed.
 """
@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT
 
 DOCUMENTS = [ROOT / "README.md", ROOT / "README.ko.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS += sorted((ROOT / "dev").glob("*.md"))  # the development log
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 

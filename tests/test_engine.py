@@ -1,29 +1,31 @@
 """The decoding engine (model/engine.py): the compiled decode step is traced once and
 never recompiles, the decode loop reads nothing back per token, the eager and compiled
-steps sample the same tokens, and the CPU paths of the products equal F.linear.
+steps sample the same tokens; and decoding runs the network of model/gpt.py itself, so
+that a change to a block changes training and decoding alike.
 
 Compilation is counted with a backend that records each graph torch.compile hands it
 and runs it as captured (no code generation: the suite stays fast); ``aot_eager``
 also traces the step through AOTAutograd, as inductor does before generating code.
 """
 
+import ast
 import math
+import re
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from conftest import sharp_model
-from model import engine as engine_module
+from conftest import ROOT, sharp_model
 from model.engine import (
     CHUNK,
     Engine,
-    few_rows_linear,
-    generate_chunks,
-    group_columns,
-    one_row_linear,
+    generate,
+    generate_stream,
+    read_in_chunks,
     sliding_window_keep,
 )
+from model.gpt import Block
+from model.sampling import Sampling
 
 VOCAB = 20
 BLOCK = 16
@@ -42,12 +44,11 @@ class CountingBackend:
 
 def engine_tokens(engine: Engine, prompt: torch.Tensor, new: int, seed: int, **sampling):
     """(B, T + new) tokens from ``engine`` with a seeded CPU generator."""
-    settings = {"temperature": 1.0, "top_k": None, "top_p": None, **sampling}
-    generator = torch.Generator().manual_seed(seed)
-    steps = engine.tokens(prompt, new, *settings.values(), generator)
+    steps = engine.tokens(prompt, new, Sampling(**sampling, seed=seed))
     return torch.cat([prompt, *steps], dim=1)
 
 
+@pytest.mark.slow  # torch.compile
 @pytest.mark.parametrize("position", ["learned", "rope"])
 def test_the_compiled_step_is_traced_once_over_1000_steps(position):
     """fullgraph=True raises at any graph break; 1,000 steps cross block_size 60 times
@@ -67,6 +68,7 @@ def test_the_compiled_step_is_traced_once_over_1000_steps(position):
     assert backend.graphs == 1
 
 
+@pytest.mark.slow  # torch.compile
 @pytest.mark.parametrize(
     "position, sampling",
     [("learned", {"top_k": 5}), ("rope", {"temperature": 0.8, "top_p": 0.9})],
@@ -106,9 +108,8 @@ def test_the_decode_loop_reads_tokens_back_in_chunks_only(position, host_reads):
     per chunk of CHUNK, and nothing else."""
     model = sharp_model(VOCAB, BLOCK, position=position)
     prompt = torch.zeros(2, 3, dtype=torch.long)
-    chunks = list(
-        generate_chunks(model, prompt, 200, top_k=5, top_p=0.9, generator=torch.Generator())
-    )
+    sampling = Sampling(top_k=5, top_p=0.9, generator=torch.Generator())
+    chunks = list(read_in_chunks(generate_stream(model, prompt, 200, sampling)))
     counts = dict(host_reads)
     assert counts == {**dict.fromkeys(SYNC_METHODS, 0), "cpu": math.ceil(200 / CHUNK)}
     assert [c.size(1) for c in chunks] == [CHUNK] * (200 // CHUNK) + [200 % CHUNK]
@@ -118,61 +119,65 @@ def test_the_decode_loop_reads_tokens_back_in_chunks_only(position, host_reads):
 def test_chunks_hold_the_tokens_of_generate():
     model = sharp_model(VOCAB, BLOCK)
     prompt = torch.zeros(2, 1, dtype=torch.long)
-    chunks = generate_chunks(model, prompt, 37, generator=torch.Generator().manual_seed(5))
-    whole = model.generate(prompt, 37, generator=torch.Generator().manual_seed(5))
+    chunks = read_in_chunks(generate_stream(model, prompt, 37, Sampling(seed=5)), 5)
+    whole = generate(model, prompt, 37, Sampling(seed=5))
     assert torch.equal(torch.cat(list(chunks), dim=1), whole[:, 1:])
     with pytest.raises(ValueError, match="chunk_size"):
-        generate_chunks(model, prompt, 3, chunk_size=0)
+        read_in_chunks(iter([]), chunk_size=0)
 
 
-# The two CPU paths, each on the row counts it serves: one row, and a few.
-CPU_PRODUCTS = {
-    "one_row_linear": ([(1,), (1, 1), (1, 1, 1)], lambda x, w, b, g: one_row_linear(x, w, b, g)),
-    "few_rows_linear": (
-        [(2,), (8, 1), (3, 5)],
-        lambda x, w, b, g: few_rows_linear(x, group_columns(w, g), b),
-    ),
-}
-CPU_PRODUCT_CASES = [(name, rows) for name, (shapes, _) in CPU_PRODUCTS.items() for rows in shapes]
+# --- one path through the network -------------------------------------------------
 
 
-@pytest.mark.parametrize(("product", "leading"), CPU_PRODUCT_CASES)
-@pytest.mark.parametrize("groups", [8, 4, 2])
-@pytest.mark.parametrize("bias", [True, False])
-def test_the_cpu_products_equal_f_linear(product, leading, groups, bias):
-    torch.manual_seed(0)
-    weight, b = torch.randn(48, 24), torch.randn(48) if bias else None
-    x = torch.randn(*leading, 24)
-    out = CPU_PRODUCTS[product][1](x, weight, b, groups)
-    assert out.shape == (*leading, 48)
-    torch.testing.assert_close(out, F.linear(x, weight, b), atol=1e-5, rtol=1e-6)
+def test_the_engine_does_not_wire_the_network_again():
+    """model/engine.py names no layer of a block or of the head: the network is run
+    by `GPT.forward` only, which a change to model/gpt.py changes for both."""
+    text = (ROOT / "model" / "engine.py").read_text(encoding="utf-8")
+    layers = ("ln_1", "ln_2", "qkv_proj", "out_proj", "up_proj", "down_proj", "ln_f")
+    assert [name for name in layers if re.search(rf"\b{name}\b", text)] == []
 
 
-def test_the_cpu_products_refuse_rows_that_do_not_split_and_several_rows():
-    with pytest.raises(ValueError, match="65 output rows do not split into 8"):
-        one_row_linear(torch.randn(1, 8), torch.randn(65, 8), None, 8)
-    with pytest.raises(ValueError, match="holds 2 rows"):
-        one_row_linear(torch.randn(2, 8), torch.randn(64, 8), None, 8)
-    with pytest.raises(ValueError, match="65 output rows do not split into 8"):
-        group_columns(torch.randn(65, 8), 8)
+def test_model_gpt_does_not_import_the_engine():
+    """The engine imports model/gpt.py; never the other way round, not even inside a
+    function (no import circle)."""
+    tree = ast.parse((ROOT / "model" / "gpt.py").read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+            imported |= {f"{node.module}.{alias.name}" for alias in node.names}
+    assert "model.engine" not in imported and "model" not in imported
+    assert {"model.config", "model.sampling"} <= imported
 
 
-@pytest.mark.parametrize("batch", [1, 4])
-def test_the_cpu_paths_decode_the_greedy_tokens_of_f_linear(batch, monkeypatch):
-    """Batch 1 takes `one_row_linear`, a batch `few_rows_linear`; both give the tokens
-    of plain F.linear products."""
-    model = sharp_model(VOCAB, BLOCK, n_embd=32)
-    prompt = torch.randint(0, VOCAB, (batch, 5), generator=torch.Generator().manual_seed(6))
-    plain = engine_tokens(Engine(model, cpu_paths=False), prompt, 40, 0, temperature=0)
-    calls = []
-    for name in ("one_row_linear", "few_rows_linear"):
-        real = getattr(engine_module, name)
+def mlp_doubled(self, x, kv_cache=None):
+    """`Block.forward` with the MLP's output scaled by 2."""
+    x = x + self.attn(self.ln_1(x), kv_cache)
+    return x + 2 * self.mlp(self.ln_2(x))
 
-        def spy(*args, _real=real, _name=name, **kwargs):
-            calls.append(_name)
-            return _real(*args, **kwargs)
 
-        monkeypatch.setattr(engine_module, name, spy)
-    fast = engine_tokens(Engine(model, cpu_paths=True), prompt, 40, 0, temperature=0)
-    assert set(calls) == ({"one_row_linear"} if batch == 1 else {"few_rows_linear"})
-    assert torch.equal(fast, plain)
+@pytest.mark.parametrize("position, seed", [("learned", 3), ("rope", 2)])
+def test_a_change_to_block_changes_training_and_cached_decoding_alike(position, seed, monkeypatch):
+    """Patching `Block.forward` changes the training forward's logits and the cached
+    decoder's tokens together: under the patch cached greedy decoding still gives the
+    tokens of the uncached reference (which runs the training forward), and they differ
+    from those of the unpatched model."""
+    model = sharp_model(VOCAB, BLOCK, seed, position=position)  # greedy text that varies
+    prompt = torch.randint(0, VOCAB, (3, 4), generator=torch.Generator().manual_seed(8))
+    new = BLOCK + 1 - 4  # inside block_size: cached and uncached give the same tokens
+    greedy = Sampling(temperature=0)
+    with torch.no_grad():
+        logits = model(prompt)[0]
+    before = generate(model, prompt, new, greedy)
+    assert torch.equal(before, model.generate(prompt, new, temperature=0))
+    monkeypatch.setattr(Block, "forward", mlp_doubled)
+    with torch.no_grad():
+        patched_logits = model(prompt)[0]
+    assert (patched_logits - logits).abs().max() > 0.1  # the training forward changed
+    after = generate(model, prompt, new, greedy)
+    assert torch.equal(after, model.generate(prompt, new, temperature=0))
+    assert (after != before).sum() > 5
+    compiled = generate(model, prompt, new, greedy, compile=True)
+    assert torch.equal(compiled, after)  # the compiled step traces the patched block

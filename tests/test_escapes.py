@@ -30,7 +30,7 @@ CHARS = sorted(set("\n\\{}()abcdefhimnoqrtvé :C"))
 @pytest.mark.parametrize(("typed", "meant"), TYPED)
 def test_prompt_and_stop_read_the_same_text(typed, meant):
     args = sample.build_parser().parse_args(["--prompt", typed, "--stop", typed])
-    _, stops = sample.check_arguments(args)
+    stops = sample.check_arguments(args)[2]  # after the sampling settings and stream
     assert args.prompt == stops[0] == meant
     args = explore_attention.build_parser().parse_args(["--prompt", typed])
     explore_attention.check_modes(args)
@@ -93,7 +93,7 @@ def test_a_surrogate_pair_reads_as_the_character_it_encodes(typed):
     point 10). A pair given as characters (PyYAML reads "\\ud83d\\ude00" so) joins too."""
     assert unescape(typed) == EMOJI
     args = sample.build_parser().parse_args(["--prompt", typed, "--stop", typed])
-    _, stops = sample.check_arguments(args)
+    stops = sample.check_arguments(args)[2]  # after the sampling settings and stream
     assert args.prompt == stops[0] == EMOJI
 
 

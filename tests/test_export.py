@@ -88,6 +88,30 @@ def test_greedy_generate_gives_sample_py_text(exported, capsys, name):
         assert tokenizer.decode(out[0]) == ours
 
 
+@pytest.mark.parametrize("name", RUNS)
+def test_batched_greedy_text_equals_each_prompts_own(exported, name):
+    """tokenizer(prompts, padding=True) pads on the left with a character of the
+    vocabulary, and its attention mask keeps the pads out of the model's view: each
+    row's greedy text is that prompt's text generated alone. One prompt holds the pad
+    character itself, which must count as text (the mask, not the id, marks a pad)."""
+    _, folder = exported[name]
+    model, tokenizer = load_exported(folder)
+    last = tokenizer.convert_ids_to_tokens(tokenizer.vocab_size - 1)  # the pad character
+    prompts = ["To be", f"새가 {last}하늘", "Whether 'tis nobler"]  # 5, 7 and 19 characters
+    batch = tokenizer(prompts, padding=True, return_tensors="pt")
+    new = 12  # 19 + 12 characters: inside block_size 32
+    out = model.generate(**batch, max_new_tokens=new, do_sample=False)
+    width = batch.input_ids.shape[1]
+    for row, prompt in enumerate(prompts):
+        ids = tokenizer(prompt, return_tensors="pt")
+        alone = model.generate(**ids, max_new_tokens=new, do_sample=False)
+        text = tokenizer.decode(alone[0])
+        assert tokenizer.decode(out[row, width - len(prompt) :]) == text, prompt
+        assert text.startswith(prompt) and len(text) == len(prompt) + new
+    assert batch.attention_mask.tolist()[0] == [0] * 14 + [1] * 5
+    assert tokenizer.pad_token == last and tokenizer.padding_side == "left"
+
+
 def test_tokenizer_encodes_and_decodes_as_ours(exported):
     run, folder = exported["gpt2"]
     _, ours = model_from_checkpoint(load_checkpoint(run / "ckpt.pt"))
@@ -104,6 +128,22 @@ def test_tokenizer_encodes_and_decodes_as_ours(exported):
     assert theirs(typed).input_ids == ours.encode("새가\n하늘\n").tolist()
     with pytest.raises(Exception, match="Missing \\[UNK\\]"):  # no id for it: refused
         theirs("Zebra 🦓")
+
+
+def test_the_pad_character_is_read_as_every_other_character(tmp_path):
+    """The pad token is found in the normalized text, as the rest is: in an NFC
+    vocabulary whose last character is a combining acute accent, "e" + U+0301 still
+    reads as "é" (found in the raw text, the accent stayed apart)."""
+    from data.tokenizer import CharTokenizer
+    from hf_export.tokenizer import transformers_tokenizer
+
+    chars = sorted("\n abe\u00e9\u0301")
+    transformers_tokenizer(chars, "nfc", 16).save_pretrained(tmp_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ours = CharTokenizer(chars, "nfc")
+    assert theirs.pad_token == "\u0301" and theirs.padding_side == "left"
+    for text in ("be\u0301", "b\u00e9 \u0301a\n", "\u0301e"):
+        assert theirs(text).input_ids == ours.encode(text).tolist(), ascii(text)
 
 
 def hand_made_checkpoint(folder, **architecture):

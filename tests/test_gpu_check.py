@@ -10,9 +10,12 @@ import sys
 import time
 import types
 
+import pytest
 import torch
 
 from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # runs bench/ scripts
 
 TIMEOUT_S = 600  # the steps have their own limits; this only guards against a hang
 
@@ -170,41 +173,108 @@ def test_a_longer_modern_run_gets_a_longer_limit(shakespeare_path):
     assert most_seconds("recipe", longer) == STEPS["recipe"][1]
 
 
-def test_parallel_tests_stop_at_their_budget_and_add_up_what_ran(tmp_path):
-    """bench/parallel_tests.py (the tests step without pytest-xdist): items run side by
-    side, one that outlasts the budget is stopped and named, one that never started is
-    named, and the summary line adds up what did run, in the form step 1 reads."""
-    (tmp_path / "test_fast.py").write_text(
+def write_test_files(folder):
+    """Three test files for bench/parallel_tests.py: one passing and one failing test,
+    a test that would run for two minutes, and one passing test."""
+    (folder / "test_fast.py").write_text(
         "def test_one():\n    pass\n\ndef test_two():\n    assert 1 + 1 == 3\n", encoding="utf-8"
     )
-    (tmp_path / "test_slow.py").write_text(
+    (folder / "test_slow.py").write_text(
         "import time\n\ndef test_sleeps():\n    time.sleep(120)\n", encoding="utf-8"
     )
-    (tmp_path / "test_late.py").write_text("def test_never():\n    pass\n", encoding="utf-8")
-    script = ROOT / "bench" / "parallel_tests.py"
+    (folder / "test_late.py").write_text("def test_never():\n    pass\n", encoding="utf-8")
+
+
+class GatedClock:
+    """A fake clock for bench/parallel_tests.py's Runner: it stands still until
+    ``ready()`` says the real pytest processes have got where the test wants them, then
+    moves on by each sleep's seconds. The budget then runs out at that point, however
+    slowly the machine starts Python (the 0.01 s real pause only lets them run)."""
+
+    def __init__(self, ready=lambda: True):
+        self.now, self.ready, self.real_start = 0.0, ready, time.monotonic()
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(0.01)
+        if self.ready() or time.monotonic() - self.real_start > TIMEOUT_S:
+            self.now += seconds
+
+
+def parallel_runner(tmp_path, workers, budget_s):
+    """A Runner of the three test files (slow first) on a GatedClock, and that clock."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from parallel_tests import Runner
+
+    write_test_files(tmp_path)
     items = ["test_slow.py", "test_fast.py", "test_late.py"]
-    cmd = [sys.executable, str(script), "--workers", "2", "--budget", "12", *items]
+    gate = GatedClock()
+    args = (["-p", "no:cacheprovider"], tmp_path)
+    runner = Runner(items, workers, budget_s, *args, clock=gate.clock, sleep=gate.sleep)
+    return runner, gate
+
+
+def item(runner, name):
+    return next(i for i in runner.items if i.name == name)
+
+
+def test_parallel_tests_stop_at_their_budget_and_add_up_what_ran(tmp_path, capsys):
+    """bench/parallel_tests.py (the tests step without pytest-xdist): items run side by
+    side, one that outlasts the budget is stopped and named, and the summary line adds
+    up what did run, in the form step 1 reads. The 12 s budget is on a fake clock that
+    moves only once the fast items have ended and the slow one runs."""
+    runner, gate = parallel_runner(tmp_path, workers=2, budget_s=12)
+    fast, late = item(runner, "test_fast.py"), item(runner, "test_late.py")
+    gate.ready = lambda: (
+        "test_slow.py" in runner.running
+        and None
+        not in (
+            fast.returncode,
+            late.returncode,
+        )
+    )
+    runner.run()
+    out = capsys.readouterr().out
+    assert not runner.all_passed
+    lines = out.splitlines()
+    assert "budget of 12 s spent: stopping" in lines
+    assert "stopped before their end: test_slow.py" in lines
+    assert "===== 2 passed, 1 failed in 12." in out  # test_fast's 1 + 1, and test_late's
+    assert "not started" not in out  # the second worker ran test_late after test_fast
+    assert item(runner, "test_slow.py").stopped and not fast.stopped
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gpu_check import pytest_counts
+
+    assert pytest_counts(out) == {"passed": 2, "failed": 1}
+
+
+def test_parallel_tests_start_nothing_once_the_budget_is_spent(tmp_path, capsys):
+    """One worker, a 3 s budget (fake clock) spent while the slow item runs: the other
+    two are named as not started."""
+    runner, gate = parallel_runner(tmp_path, workers=1, budget_s=3)
+    gate.ready = lambda: "test_slow.py" in runner.running
+    runner.run()
+    lines = capsys.readouterr().out.splitlines()
+    assert "stopped before their end: test_slow.py" in lines
+    assert "not started: test_fast.py, test_late.py" in lines
+    assert item(runner, "test_fast.py").returncode is None
+
+
+def test_parallel_tests_command_passes_pytest_arguments_and_sums_up(tmp_path):
+    """The command line, no budget: pytest's arguments after --, and the exit status 1
+    that a failed test gives."""
+    write_test_files(tmp_path)
+    script = ROOT / "bench" / "parallel_tests.py"
+    cmd = [sys.executable, str(script), "--workers", "2", "test_fast.py", "test_late.py"]
     r = subprocess.run(
-        cmd + ["--", "-p", "no:cacheprovider"],
+        cmd + ["--", "-p", "no:cacheprovider", "-q"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
     )
     assert r.returncode == 1, r.stdout + r.stderr
-    lines = r.stdout.splitlines()
-    assert "stopped before their end: test_slow.py" in lines
-    assert "===== 2 passed, 1 failed in " in r.stdout  # test_fast's 1 + 1, and test_late's
-    assert "not started" not in r.stdout  # the second worker ran test_late after test_fast
-    sys.path.insert(0, str(ROOT / "bench"))
-    from gpu_check import pytest_counts
-
-    assert pytest_counts(r.stdout) == {"passed": 2, "failed": 1}
-    one_worker = subprocess.run(
-        [sys.executable, str(script), "--workers", "1", "--budget", "3", *items],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert "not started: test_fast.py, test_late.py" in one_worker.stdout.splitlines()
+    assert "===== 2 passed, 1 failed in " in r.stdout
+    assert not (tmp_path / ".pytest_cache").exists()  # -p no:cacheprovider reached pytest

@@ -35,6 +35,7 @@ class SignalAt:
         return self.next_batch()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupted_run_resumes_exactly(full_run, tmp_path, shakespeare_path, sig, capsys):
     cfg = load_config(

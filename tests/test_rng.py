@@ -1,12 +1,14 @@
 """Each data-parallel rank draws its own dropout masks (it drew the same ones on every
 rank: the global seed had no rank offset), from the same initial weights."""
 
+import pytest
 import torch
 
 from conftest import ROOT, torchrun
 from training.checkpoint import seed_rank_stream
 
 
+@pytest.mark.slow  # torchrun
 def test_two_ranks_drop_different_units(tmp_path, shakespeare_path):
     r = torchrun(
         ROOT / "tests" / "ddp_worker.py",

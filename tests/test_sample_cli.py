@@ -72,7 +72,7 @@ def test_cli_stream_writes_while_generating(monkeypatch, checkpoint_dir):
     """Each chunk of tokens read back from the engine is written before the next one is
     generated (model/engine.py's CHUNK tokens at a time)."""
     events = []
-    original = sample.generate_chunks
+    original = sample.read_in_chunks
 
     def spy(*args, **kwargs):
         for chunk in original(*args, **kwargs):
@@ -84,7 +84,7 @@ def test_cli_stream_writes_while_generating(monkeypatch, checkpoint_dir):
             events.append("write")
             return super().write(text)
 
-    monkeypatch.setattr(sample, "generate_chunks", spy)
+    monkeypatch.setattr(sample, "read_in_chunks", spy)
     monkeypatch.setattr(sys, "stdout", Recorder())
     args = ["--out-dir", str(checkpoint_dir), "--device", "cpu", "--max-new-tokens", "40"]
     assert sample.main([*args, "--prompt", "a"]) == 0
@@ -150,9 +150,36 @@ def test_cli_bad_arguments_are_named_before_loading(capsys, tmp_path, args, mess
     assert "checkpoint" not in err and "Traceback" not in err
 
 
+def test_cli_reports_every_bad_flag_at_once(capsys, tmp_path):
+    """As train.py lists every configuration error, sample.py lists every bad flag."""
+    bad = ["--top-k", "0", "--top-p", "1.5", "--temperature", "-1", "--num-samples", "0"]
+    bad += ["--max-new-tokens", "-2", "--stop", "", "--prompt", r"a\u12", "--device", "tpu"]
+    code, out, err = run_main(capsys, tmp_path / "no_such_run", *bad)
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert lines[0] == "error: 8 bad arguments:"
+    flags = ["--temperature", "--top-k", "--top-p", "--max-new-tokens", "--num-samples"]
+    flags += ["--prompt", "--stop", "--device"]
+    assert [line.split()[1].rstrip(":") for line in lines[1:]] == flags
+    assert all(line.startswith("  - --") for line in lines[1:])
+
+
 def test_cli_stop_with_unknown_characters_is_an_error(capsys, checkpoint_dir):
     code, _, err = run_main(capsys, checkpoint_dir, "--stop", "xa")
     assert code == 2 and "--stop" in err and "'x' (U+0078) at position 0" in err
+    code, _, err = run_main(capsys, checkpoint_dir, "--prompt", "ax", "--stop", "zb")
+    assert code == 2 and "2 bad arguments" in err
+    assert "'x' (U+0078) at position 1" in err and "--stop 'zb'" in err
+
+
+@pytest.mark.parametrize("temperature", ["1e-30", "1e-50", "1e-300", "5e-324"])
+def test_cli_any_positive_temperature_gives_text(capsys, checkpoint_dir, temperature):
+    """A tiny temperature gives the greedy text (it used to print NaN's token 0)."""
+    common = ["--prompt", "ab", "--max-new-tokens", "60", "--top-k", "3"]
+    _, greedy, _ = run_main(capsys, checkpoint_dir, *common, "--temperature", "0")
+    code, text, err = run_main(capsys, checkpoint_dir, *common, "--temperature", temperature)
+    assert code == 0, err
+    assert text == greedy and len(set(greedy)) > 3
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -176,6 +203,7 @@ def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
 # --- benchmark script ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs bench/sample_speed.py
 def test_benchmark_script_runs_and_prints_a_table(capsys):
     bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
     args = ["--models", "cpu", "--batch-sizes", "1,2", "--new-tokens", "3"]
@@ -185,6 +213,20 @@ def test_benchmark_script_runs_and_prints_a_table(capsys):
     for row in rows:
         rate = float(row.split("|")[-2].strip().replace(",", ""))  # characters per second
         assert math.isfinite(rate) and rate > 0
+
+
+def test_benchmark_script_compares_two_checkouts_row_by_row(capsys):
+    """--against runs another checkout's script and this one alternately (here this
+    checkout against itself) and gives both rates and their ratio per row."""
+    bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
+    args = ["--models", "cpu", "--batch-sizes", "2", "--new-tokens", "3", "--threads", "1"]
+    bench["main"]([*args, "--against", str(ROOT), "--rounds", "1"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| cpu |")]
+    assert len(rows) == 1
+    other, ours, ratio = (cell.strip() for cell in rows[0].split("|")[3:6])
+    assert float(other.replace(",", "")) > 0 and float(ours.replace(",", "")) > 0
+    low, high = (float(x) for x in ratio.split("-"))
+    assert 0 < low <= high
 
 
 def test_a_missing_checkpoint_says_what_to_do(tmp_path):
@@ -264,3 +306,27 @@ def test_console_that_cannot_encode_korean(tmp_path, korean_path):
     )
     assert r.returncode == 0, r.stderr.decode("utf-8", "replace")
     assert r.stdout.startswith(b"\\uc0c8\\uac00")  # escaped, not a UnicodeEncodeError
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.ko.md"])
+def test_the_troubleshooting_rows_of_sampling_name_messages_sample_py_prints(readme):
+    """Each row of the READMEs' message table about sampling quotes text that sample.py
+    or model/ can print (a row once named a sampler error no code raised any more)."""
+    import re
+
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    sources = "".join(
+        path.read_text(encoding="utf-8")
+        for path in [ROOT / "sample.py", *sorted((ROOT / "model").glob("*.py"))]
+    )
+    rows = [
+        line
+        for line in text.splitlines()
+        if line.startswith("| `") and re.search(r"sampler|bad arguments|--top|token id", line)
+    ]
+    assert rows, "the table has a row for sample.py's argument errors"
+    for row in rows:
+        for quoted in re.findall(r"`([^`]+)`", row.split(" | ")[0]):
+            pieces = re.split(r"\.\.\.|\bN\b", quoted)  # placeholders
+            longest = max(pieces, key=len).strip()
+            assert longest in sources, (readme, row)

@@ -1,17 +1,18 @@
-"""Choosing the next token (model/sampling.py): temperature, top-k, top-p, seeds, and
-and the draw on the device against torch.multinomial."""
+"""Choosing the next token (model/sampling.py): temperature, top-k, top-p, seeds, the
+draw on the device against torch.multinomial, and the faults of a tiny temperature
+and of a race that holds zeros."""
 
 import pytest
 import torch
 
 from model.sampling import (
+    Sampling,
     SamplingArgumentError,
     draw,
     make_generator,
     next_token,
     top_k_filter,
     top_p_filter,
-    validate_sampling_args,
 )
 
 # --- filters -------------------------------------------------------------------------
@@ -48,15 +49,28 @@ def test_top_k_keeps_k_and_clamps_to_the_vocabulary():
 
 def test_sampling_with_top_p_draws_only_from_the_nucleus():
     logits = PROBS.log().repeat(4000, 1)
-    tokens = next_token(logits, top_p=0.7, generator=torch.Generator().manual_seed(0))[:, 0]
+    tokens = next_token(logits, Sampling(top_p=0.7), torch.Generator().manual_seed(0))[:, 0]
     assert set(tokens.tolist()) == {0, 1}
     share = (tokens == 0).float().mean().item()
     assert abs(share - 0.5 / 0.8) < 0.03  # renormalised over the kept tokens
 
 
-def test_tiny_temperature_is_greedy_not_nan():
-    logits = torch.tensor([[1.0, 3.0, 2.0]])
-    assert next_token(logits, temperature=1e-30).item() == 1
+# Down to the smallest positive float: below float32's smallest normal number
+# (1.2e-38), a temperature used to round to 0 in the division, and 0 / 0 gave NaN.
+TINY_TEMPERATURES = [1e-30, 1e-38, 1e-45, 1e-50, 1e-300, 5e-324]
+
+
+@pytest.mark.parametrize("temperature", TINY_TEMPERATURES)
+def test_every_positive_temperature_however_tiny_is_greedy_not_nan(temperature):
+    logits = torch.tensor([[1.0, 3.0, 2.0], [-4.0, -5.0, 100.0], [0.5, 0.25, 0.0]])
+    for sampling in (
+        Sampling(temperature),
+        Sampling(temperature, top_k=2),
+        Sampling(temperature, top_p=0.9),
+    ):
+        for seed in range(5):
+            token = next_token(logits, sampling, torch.Generator().manual_seed(seed))
+            assert token[:, 0].tolist() == [1, 2, 0]
 
 
 def test_bad_seeds_and_settings_name_their_argument():
@@ -65,7 +79,7 @@ def test_bad_seeds_and_settings_name_their_argument():
             make_generator(seed)
         assert e.value.argument == "seed"
     with pytest.raises(SamplingArgumentError) as e:
-        validate_sampling_args(3, 1.0, None, 2.0)
+        Sampling(1.0, None, 2.0)
     assert e.value.argument == "top_p" and e.value.requirement.startswith("must be a number")
 
 
@@ -78,3 +92,33 @@ def test_the_draw_takes_the_ids_torch_multinomial_takes_with_the_same_generator(
     expected = torch.cat([torch.multinomial(probs, 1, generator=theirs) for _ in range(50)], 1)
     assert torch.equal(drawn, expected)
     assert len(set(drawn[0].tolist())) > 3  # real draws, not one constant id
+
+
+@pytest.mark.parametrize("zero", [0.0, -0.0])
+@pytest.mark.parametrize(
+    "sampling", [Sampling(top_k=1), Sampling(top_k=2), Sampling(top_p=0.5), Sampling(0.5, 1)]
+)
+def test_a_race_of_zeros_never_draws_a_filtered_token(monkeypatch, zero, sampling):
+    """Some devices' generators can return 0 (pytorch#48841): a token that top-k or
+    top-p removed (probability 0) must not be drawn then, though 0 / 0 is NaN."""
+    logits = torch.tensor([[0.0, 1.0, 5.0, 4.9], [3.0, 0.0, 0.0, 0.0]])
+    kept = {0: {2, 3} if sampling.top_k == 2 else {2}, 1: {0}}
+
+    def zeros(self, *args, **kwargs):
+        return self.fill_(zero)
+
+    monkeypatch.setattr(torch.Tensor, "exponential_", zeros)
+    token = next_token(logits, sampling, torch.Generator())
+    assert token[0, 0].item() in kept[0] and token[1, 0].item() in kept[1]
+
+
+def test_a_race_with_a_zero_for_one_token_draws_it_if_it_is_kept(monkeypatch):
+    """E = 0 is the race's extreme: a kept token whose draw is 0 wins (p / 0 = inf),
+    a filtered one never does."""
+    probs = torch.tensor([[0.0, 0.3, 0.7], [0.0, 0.3, 0.7]])
+
+    def race(self, *args, **kwargs):
+        return self.copy_(torch.tensor([[0.0, 1.0, 1.0], [1.0, -0.0, 1.0]]))
+
+    monkeypatch.setattr(torch.Tensor, "exponential_", race)
+    assert draw(probs)[:, 0].tolist() == [2, 1]

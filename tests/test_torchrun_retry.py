@@ -2,7 +2,11 @@
 folder as it was before the first try (a resumed run from the same checkpoint, with
 nothing the aborted try wrote)."""
 
+import pytest
+
 from conftest import GLOO_THREAD_ABORT, torchrun
+
+pytestmark = pytest.mark.slow  # torchrun
 
 # One rank: the first try writes into the run folder, then dies as gloo's abort does.
 ABORTS_ONCE = f"""

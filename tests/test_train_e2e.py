@@ -56,6 +56,7 @@ def test_new_run_refuses_to_overwrite(trained_run, tmp_path, shakespeare_path):
         train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
 
 
+@pytest.mark.slow
 def test_resume_matches_an_uninterrupted_run(tmp_path, shakespeare_path):
     common = {"model.dropout": 0.1, "train.lr_decay_iters": 10}
     full = train(
@@ -175,6 +176,7 @@ def test_log_file_output_is_plain_lines(tmp_path, korean_path):
     assert any(line.startswith("step 3: train ") for line in lines)
 
 
+@pytest.mark.slow
 def test_no_default_encoding_anywhere(tmp_path, shakespeare_path):
     """Training and sampling run clean under -X warn_default_encoding -W error."""
     flags = [sys.executable, "-X", "warn_default_encoding", "-W", "error::EncodingWarning"]

@@ -56,6 +56,8 @@ RUN_CONTROL_KEYS = keys_marked("resume_may_change")
 RESUME_EFFECTS = {
     "seed": " (the TensorBoard sample's seed only: batches and dropout continue the "
     "checkpoint's random streams)",
+    "train.dtype": " (the steps from here on compute in the new precision; a switch to "
+    "float16 starts loss scaling from its initial scale)",
 }
 
 

@@ -33,6 +33,7 @@ from training.schedule import warmup_outlasting_schedule
 from training.settings import (
     SECTIONS,
     Device,
+    Dtype,
     LrSchedule,
     Optimizer,
     RunConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "DataConfig",
     "DecodeErrors",
     "Device",
+    "Dtype",
     "LrSchedule",
     "Optimizer",
     "RunConfig",

@@ -9,6 +9,8 @@ micro-steps, clipping and the optimizer step (`Trainer.train_step`), the log, an
 train.eval_interval steps an evaluation and a checkpoint (`Trainer.evaluate_and_save`);
 a stop request (Ctrl-C, SIGTERM) is checked before each step. What is printed, timed
 and written to TensorBoard around the steps goes through one `training.report.Reporter`.
+The precision (train.dtype: autocast, and loss scaling for float16) is
+`training.precision`'s.
 
 torch.compile (train.compile) on CPU is set up so that a compiled run repeats exactly.
 The gradient of the token embedding adds each position's (n_embd,) gradient into the
@@ -33,7 +35,6 @@ was.
 import contextlib
 import copy
 import dataclasses
-import functools
 import math
 import time
 from collections.abc import Iterator
@@ -47,7 +48,6 @@ from data import BatchSampler, prepare_corpus
 from data.staging import signals_raise
 from model import GPT, GPTConfig
 from model.checkpoint import BEST_NAME, CKPT_NAME, load_checkpoint, save_checkpoint
-from model.device import autocast_context
 from training.checkpoint import (
     CORPUS_KEY,
     check_corpus_on_resume,
@@ -65,6 +65,13 @@ from training.distributed import init_distributed, shutdown_distributed, wrap_fo
 from training.environment import ENVIRONMENT_KEY, environment_note, environment_record
 from training.evaluate import Evaluator, WholeSplitStopped
 from training.optim import WeightAverage, build_optimizer
+from training.precision import (
+    SkippedSteps,
+    loss_scaling_state,
+    resolve_precision,
+    restore_loss_scaling,
+    saved_dtype,
+)
 from training.report import Reporter, TrainResult, start_lines
 from training.run_folder import RunFolder
 from training.run_writer import TensorBoardViews, hparams_resume_note, tensorboard_line
@@ -121,7 +128,7 @@ class Trainer:
             `training.report.RunClock`); tests pass fake time.
 
     Raises:
-        ConfigError: for an unusable device, out_dir, vocab_size or resume.
+        ConfigError: for an unusable device, train.dtype, out_dir, vocab_size or resume.
         data.CorpusError: for an unusable corpus.
         model.checkpoint.CheckpointError: for an unreadable checkpoint on resume.
     """
@@ -132,6 +139,8 @@ class Trainer:
         self.given_cfg = cfg
         self.cfg = copy.deepcopy(cfg)
         self.dist, self.device = init_distributed(cfg.device)
+        # train.dtype: a dtype this device cannot compute in is refused before any work.
+        self.precision = resolve_precision(cfg.train.dtype, self.device)
         self.report = Reporter(self.cfg, self.dist, self.device, clock)  # the clock starts
         self.result = self.report.result
         # Process-wide settings this run changes, put back by `close`.
@@ -148,8 +157,9 @@ class Trainer:
     def _build(self, cfg: RunConfig) -> None:
         """Corpus, model, optimizer, sampler, evaluation: everything after the folder."""
         seed_everything(cfg.seed)
-        # Mixed precision for this device (bf16 on CUDA, else a no-op).
-        self.autocast = functools.partial(autocast_context, self.device)
+        # The precision of the forward passes (training.precision); float32: no autocast.
+        self.autocast = self.precision.autocast
+        cfg.train.dtype = self.precision.name  # resolved in the working copy, as saved
         d, tc, dist, say = cfg.data, cfg.train, self.dist, self.report.say
         # DataConfig's keys are prepare_corpus's arguments, by name.
         show_progress = dist.is_main and self.report.console.interactive
@@ -159,6 +169,8 @@ class Trainer:
         cfg.model.vocab_size = self.corpus.tokenizer.vocab_size
         resume_path = self.folder.resume_path
         ckpt = load_checkpoint(resume_path) if resume_path else None
+        if ckpt:  # a checkpoint from before train.dtype: what its run computed in
+            ckpt["config"].setdefault("train", {})["dtype"] = saved_dtype(ckpt, self.device)
         self.changed_on_resume = (
             check_resume(ckpt, cfg, self.corpus.tokenizer.chars, resume_path) if ckpt else []
         )
@@ -194,6 +206,8 @@ class Trainer:
             self.fast_model = compile_model(self.model, self.device, self.scope)
         self.train_model = wrap_for_data_parallel(self.fast_model, dist, self.device)
         self.optimizer = build_optimizer(self.model, tc, self.device.type)
+        # Loss scaling with float16; disabled (every call passes through) otherwise.
+        self.scaler = self.precision.grad_scaler()
         seed_rank_stream(cfg.seed, dist.rank)  # same weights, each rank its own dropout
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         # Each rank draws its own batches; rank 0 keeps the single-process stream.
@@ -209,9 +223,14 @@ class Trainer:
             # On a changed corpus (accepted) the old split's losses do not compare: the
             # best, and best.pt, are judged again on the split as it is now.
             self.result.best_val_loss = math.inf if corpus_changed else ckpt["best_val_loss"]
+        skipped_before = restore_loss_scaling(ckpt, self.scaler) if ckpt else 0
+        if self.precision.loss_scaling:
+            self.report.skipped_steps = SkippedSteps(self.device, skipped_before)
         self.saved_step = None  # the step of the last ckpt.pt this run wrote
         self.evaluator = Evaluator(self.corpus, cfg, dist, self.device, self.autocast)
-        self.report.views = TensorBoardViews(cfg, self.corpus.tokenizer, self.corpus.val_ids)
+        self.report.views = TensorBoardViews(
+            cfg, self.corpus.tokenizer, self.corpus.val_ids, self.autocast
+        )
 
     def run(self) -> TrainResult:
         """Train from the current iteration to train.max_iters (see `train`)."""
@@ -246,10 +265,15 @@ class Trainer:
         """One optimizer step (0-based ``step``) over gradient_accumulation_steps
         micro-batches.
 
+        The forward passes run in the run's precision (`training.precision`); with
+        float16 the loss is scaled before the backward pass and the gradients unscaled
+        before clipping, and a step whose gradients overflowed is skipped.
+
         Returns:
             (loss, grad_norm, lr): this rank's mean training loss in nats/char and the
-            gradient norm before clipping, both device tensors (reading them waits for
-            the device, so callers do it only at log intervals), and the learning rate.
+            gradient norm before clipping (not finite for a skipped step), both device
+            tensors (reading them waits for the device, so callers do it only at log
+            intervals), and the learning rate.
         """
         tc = self.cfg.train
         lr = scheduled_learning_rate(step, tc)
@@ -267,14 +291,20 @@ class Trainer:
                     _, loss = self.train_model(x, y)
                     # Scale so the accumulated gradient is the gradient of the mean loss.
                     loss = loss / tc.gradient_accumulation_steps
-                loss.backward()
+                # float16: backward from the loss times the loss scale (else the loss).
+                self.scaler.scale(loss).backward()
             loss_sum += loss.detach()
+        # float16: divide the gradients by the scale, so that clipping and the logged
+        # norm see the true ones (a no-op without loss scaling).
+        self.scaler.unscale_(self.optimizer)
         if tc.grad_clip > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, tc.grad_clip)
         else:
             grads = [p.grad for p in self.trainable if p.grad is not None]
             grad_norm = torch.nn.utils.get_total_norm(grads)
-        self.optimizer.step()
+        # float16: skipped if a gradient overflowed, and the scale adapts (`update`).
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         if self.average is not None:
             self.average.update(self.model, step + 1)
@@ -290,7 +320,15 @@ class Trainer:
             notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))
         n_params, tokens = self.model.num_params(), self.report.tokens_per_step
         return start_lines(
-            self.cfg, self.dist, self.device, n_params, tokens, start, notes, self.changed_on_resume
+            self.cfg,
+            self.dist,
+            self.device,
+            n_params,
+            tokens,
+            start,
+            notes,
+            self.changed_on_resume,
+            self.precision.describe(),
         )
 
     def evaluated_models(self) -> tuple[torch.nn.Module, GPT]:
@@ -331,6 +369,7 @@ class Trainer:
         state = training_state(
             self.optimizer, self.sampler, self.dist, self.device, self.average, self.model
         )
+        state |= loss_scaling_state(self.scaler, self.report.skipped_steps)
         if self.dist.is_main:
             record = {CORPUS_KEY: self.corpus_record, ENVIRONMENT_KEY: self.environment}
             save_checkpoint({**contents, **state, **record}, self.out_dir / CKPT_NAME)

@@ -53,6 +53,7 @@ from model.checkpoint import CKPT_NAME
 from model.scoring import nats_to_bits
 from training.config import RunConfig
 from training.distributed import DistContext, NonFiniteWatch, StopRequest, all_reduce
+from training.precision import SkippedSteps
 from training.run_writer import RunWriter, TensorBoardViews
 
 # In the order the split is printed and logged (TensorBoard: wall_time/<part>_seconds).
@@ -209,11 +210,19 @@ class Throughput:
 
 
 def start_lines(
-    cfg, dist, device, num_params: int, tokens_per_iter: int, start: int, notes=(), changed=()
+    cfg,
+    dist,
+    device,
+    num_params: int,
+    tokens_per_iter: int,
+    start: int,
+    notes=(),
+    changed=(),
+    precision: str = "",
 ) -> list[str]:
     """What a run says before its first step: ``notes`` (e.g. the schedule's), the
-    settings ``changed`` on resume, the start line (device, processes, parameters,
-    batch, steps) and, with train.compile, that compiling comes first.
+    settings ``changed`` on resume, the start line (device, processes, precision,
+    parameters, batch, steps) and, with train.compile, that compiling comes first.
 
     Args:
         cfg: the resolved RunConfig; dist: the DistContext; device: the torch device.
@@ -222,15 +231,19 @@ def start_lines(
         start: the step training starts from (after a resume, the checkpoint's).
         notes: lines to say first; empty ones are skipped.
         changed: the settings a resume changed, one description each.
+        precision: the dtype the run computes in, as `training.precision.Precision.describe`
+            says it.
     """
     lines = [note for note in notes if note]
     if changed:
         lines.append("note: resuming with changed settings: " + "; ".join(changed))
     tc, n = cfg.train, dist.world_size
     group = f" x {n} process{'es' if n > 1 else ''} ({dist.backend} process group)"
+    precision = f", {precision}" if precision else ""
     lines.append(
-        f"training on {device}{group if dist.enabled else ''}: {num_params / 1e6:.2f} M "
-        f"parameters (without position embeddings), vocab {cfg.model.vocab_size}, "
+        f"training on {device}{group if dist.enabled else ''}{precision}: "
+        f"{num_params / 1e6:.2f} M parameters (without position embeddings), vocab "
+        f"{cfg.model.vocab_size}, "
         f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
         f"{n} ranks = {tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> "
         f"{cfg.out_dir}"
@@ -366,6 +379,8 @@ class TrainResult:
         interrupted: True if Ctrl-C / SIGTERM stopped the run early.
         signal: the signal number that stopped it, if any.
         rank: this process's rank (0 unless launched by torchrun).
+        skipped_steps: optimizer steps that loss scaling skipped (train.dtype float16:
+            their gradients overflowed), in the whole run; None without loss scaling.
         time_split: seconds of this process's wall time in each part (setup, compile,
             steps, data, eval, views, checkpoints, other; see `RunClock`),
             adding up to it; empty if the run had nothing to do.
@@ -380,6 +395,7 @@ class TrainResult:
     interrupted: bool = False
     signal: int | None = None
     rank: int = 0
+    skipped_steps: int | None = None
     time_split: dict = field(default_factory=dict)
 
 
@@ -407,6 +423,9 @@ class Reporter:
             the corpus is known.
         stop: the `StopRequest` (Ctrl-C, SIGTERM), installed while training runs.
         tokens_per_step: tokens one optimizer step trains on, all ranks together.
+        skipped_steps: the count of steps loss scaling skipped
+            (`training.precision.SkippedSteps`), set by the trainer of a float16 run;
+            None otherwise.
     """
 
     def __init__(
@@ -420,6 +439,7 @@ class Reporter:
         self.nonfinite = NonFiniteWatch(device)
         self.stop = StopRequest()
         self.views: TensorBoardViews | None = None
+        self.skipped_steps: SkippedSteps | None = None
         self.writer: RunWriter | None = None  # rank 0 opens it when training begins
         tc = cfg.train
         self.tokens_per_step = tc.batch_size * tc.gradient_accumulation_steps
@@ -490,7 +510,8 @@ class Reporter:
         whether its loss is finite, and show the progress. At log intervals, check
         that no rank's loss has left the finite numbers, average the loss over ranks
         and log it with the learning rate, gradient norm and throughput (TensorBoard,
-        console, `TrainResult.losses`).
+        console, `TrainResult.losses`), and with loss scaling the steps it skipped
+        (TensorBoard; the console when there are any).
 
         Args:
             loss: this rank's mean training loss in nats/char, a 0-dim device tensor.
@@ -502,6 +523,8 @@ class Reporter:
         """
         tc, dist = self.cfg.train, self.dist
         self.nonfinite.record(loss, step - 1)  # no wait for the device
+        if self.skipped_steps is not None:
+            self.skipped_steps.record(grad_norm)  # no wait either
         if step == self.first_step + 1:  # compiling and warm-up stay out of the bar's estimate
             self.console.start(step, tc.max_iters)
             if step % tc.log_interval:  # and out of the first tok/s
@@ -513,9 +536,12 @@ class Reporter:
             loss = (all_reduce(loss.clone(), dist) / dist.world_size).item()
             rate = self.throughput.measure(step)
             self.result.losses[step] = loss
+            skipped = self.skipped_steps.total() if self.skipped_steps is not None else None
             if dist.is_main:
-                self.writer.training_step(step, loss, lr, float(grad_norm), rate)
+                self.writer.training_step(step, loss, lr, float(grad_norm), rate, skipped)
             fields = {"loss": f"{loss:.4f}", "lr": f"{lr:.2e}", "tok/s": f"{rate:,.0f}"}
+            if skipped:
+                fields["skipped"] = f"{skipped:,}"
         self.console.step(step, fields)
 
     def check_finite(self) -> None:
@@ -585,6 +611,8 @@ class Reporter:
         """The run's last word: its time split, kept in the result, logged (wall_time/...) and
         said in one line."""
         self.clock.switch("other")
+        if self.skipped_steps is not None:
+            self.result.skipped_steps = self.skipped_steps.total()
         split = self.result.time_split = self.time_split()
         if self.dist.is_main:
             self.writer.time_split(self.result.iter_num, split)

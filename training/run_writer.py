@@ -43,6 +43,7 @@ every step a run writes; ``0``, which the flag's help suggests for "all", shows 
 image at all in TensorBoard 2.21.
 """
 
+import contextlib
 import time
 import warnings
 from pathlib import Path
@@ -60,6 +61,8 @@ from data.escapes import unescape
 from data.normalization import continues_cluster, safe_cut, whole_cut
 from data.tokenizer import CharTokenizer
 from model import GPT
+from model.engine import generate
+from model.sampling import Sampling
 from model.scoring import nats_to_bits
 from training.config import RunConfig, flatten, keys_marked
 from viz.attention_plot import attention_grid_figure, square_heads_per_row
@@ -77,6 +80,7 @@ from viz.run_events import (
     TRAIN_GRAD_NORM,
     TRAIN_LOSS,
     TRAIN_LR,
+    TRAIN_SKIPPED_STEPS,
     TRAIN_TOKENS_PER_SEC,
     VAL_BEST_LOSS,
     VAL_BPC,
@@ -147,15 +151,24 @@ class RunWriter:
         self.writer.file_writer.add_summary(session_start_summary(config))
 
     def training_step(
-        self, step: int, loss: float, lr: float, grad_norm: float, tokens_per_sec: float
+        self,
+        step: int,
+        loss: float,
+        lr: float,
+        grad_norm: float,
+        tokens_per_sec: float,
+        skipped_steps: int | None = None,
     ) -> None:
         """The scalars of one logged step: loss in nats/char, gradient norm before
-        clipping, throughput in tokens per second."""
+        clipping, throughput in tokens per second, and with loss scaling (float16) the
+        steps it has skipped since the run began (None: no loss scaling)."""
         self.writer.add_scalar(TRAIN_LOSS, loss, step)
         self.writer.add_scalar(LOSS_TRAIN, loss, step)
         self.writer.add_scalar(TRAIN_LR, lr, step)
         self.writer.add_scalar(TRAIN_GRAD_NORM, grad_norm, step)
         self.writer.add_scalar(TRAIN_TOKENS_PER_SEC, tokens_per_sec, step)
+        if skipped_steps is not None:
+            self.writer.add_scalar(TRAIN_SKIPPED_STEPS, skipped_steps, step)
 
     def evaluation(self, step: int, val_loss: float, train_loss: float, best: float) -> None:
         """An evaluation's losses, in nats/char (bits/char derived), and the best
@@ -407,11 +420,20 @@ class TensorBoardViews:
             (0: no sample) and train.attention_prompt ("": no heatmaps).
         tokenizer: the corpus's tokenizer.
         val_ids: (N,) token ids of the validation split, for the prompt fallback.
+        autocast: factory of the context the sample is generated in: the run's
+            precision (`training.precision.Precision.autocast`); none by default.
     """
 
-    def __init__(self, cfg: RunConfig, tokenizer: CharTokenizer, val_ids: np.ndarray):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        tokenizer: CharTokenizer,
+        val_ids: np.ndarray,
+        autocast=contextlib.nullcontext,
+    ):
         t = cfg.train
         self.cfg = cfg
+        self.autocast = autocast
         self.tokenizer = tokenizer
         self.sample_prompt = ""
         if t.sample_tokens > 0:
@@ -435,7 +457,8 @@ class TensorBoardViews:
         return torch.from_numpy(self.tokenizer.encode(prompt).astype(np.int64))
 
     def sample(self, model: GPT) -> str:
-        """train.sample_tokens characters after the sample prompt, with the run's seed.
+        """train.sample_tokens characters after the sample prompt, with the run's seed,
+        in the run's precision.
 
         Returns:
             The prompt followed by the generated text.
@@ -446,13 +469,9 @@ class TensorBoardViews:
         model.eval()
         try:
             idx = self.encode(self.sample_prompt).to(device).unsqueeze(0)
-            out = model.generate(
-                idx,
-                self.cfg.train.sample_tokens,
-                SAMPLE_TEMPERATURE,
-                SAMPLE_TOP_K,
-                generator=generator,
-            )
+            sampling = Sampling(SAMPLE_TEMPERATURE, SAMPLE_TOP_K, generator=generator)
+            with self.autocast():
+                out = generate(model, idx, self.cfg.train.sample_tokens, sampling)
         finally:
             model.train(was_training)
         return self.tokenizer.decode(out[0].tolist())

@@ -22,6 +22,7 @@ from model.scoring import EVAL_BATCH_SIZE, TRAIN_BATCH_SIZE
 # The choices of the run config (the model's are in model/config.py); the validator
 # reads the allowed values from these types.
 Device = Literal["auto", "cpu", "cuda", "mps"]
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]  # model.device.DTYPE_NAMES
 LrSchedule = Literal["cosine", "wsd"]
 Optimizer = Literal["adamw", "muon"]
 
@@ -126,6 +127,13 @@ class TrainConfig:
         False,
         "`torch.compile` the model (on CPU with torch's deterministic algorithms, so runs "
         "repeat exactly)",
+    )
+    dtype: Dtype = setting(
+        "auto",
+        "precision of training, evaluation and the TensorBoard sample: `float32`; "
+        "`bfloat16` or `float16` (autocast: matrix products in that dtype; float16 adds "
+        "loss scaling); `auto`: bfloat16 on a CUDA GPU that has it, float16 on one that "
+        "has not (T4, V100), float32 on CPU and MPS. The weights and the loss stay float32",
     )
     resume: bool = setting(
         False,

@@ -1,5 +1,6 @@
-"""Looking inside a run: attention weights for a prompt, as tables and heatmaps, and
-loss curves read back from TensorBoard event files. Figures are drawn with matplotlib's
+"""Looking inside a run: attention weights for a prompt, as tables and heatmaps, every
+step of self-attention with what-if switches and the logit lens (the explorer's page),
+and loss curves read back from TensorBoard event files. Figures are drawn with matplotlib's
 Agg renderer, so nothing here needs a display."""
 
 import importlib
@@ -9,6 +10,9 @@ import importlib
 # matplotlib or TensorBoard.
 _HOMES = {
     "MissingGlyphWarning": "viz.fonts",
+    "WhatIf": "viz.attention_steps",
+    "layer_predictions": "viz.logit_lens",
+    "record_forward": "viz.attention_steps",
     "ScalarCurve": "viz.run_events",
     "TextFont": "viz.fonts",
     "attention_grid_figure": "viz.attention_plot",

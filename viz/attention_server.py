@@ -6,11 +6,18 @@
 
 The page is ``viz/attention_page.html`` (plain HTML, CSS and script, no network). It
 reads its data from a JSON block embedded in it: the model's description, and for
-`--html` one prompt's `AttentionExplorer.explain` answer. Served, it asks for more:
+`--html` one prompt's `AttentionExplorer.explain` answer and the steps of every layer
+and head (`AttentionExplorer.all_steps`). Served, it asks for more:
 
     GET  /                 the page
     POST /api/attention    {"prompt": "...", "temperature": 1.0} -> explain()'s answer
+    POST /api/steps        {"prompt": "...", "layer": 0, "head": 1} -> steps()'s answer
     GET  /api/attention?prompt=...&temperature=1.0                 (the same, for curl)
+    GET  /api/steps?prompt=...&layer=0&head=1&switches=no_mask,uniform
+
+Both take what-if switches (viz/attention_steps.py `SWITCHES`) for one head:
+``"layer": 0, "head": 1, "switches": ["no_mask"]``; the answer then holds the switched
+forward pass, marked as such, and the model's own numbers to compare with.
 
 Nothing else is served (404): no file is read by path, and the page itself is read
 once, at start. A bad prompt gets HTTP 400 and ``{"error": "..."}``, which the page shows.
@@ -19,6 +26,7 @@ once, at start. A bad prompt gets HTTP 400 and ``{"error": "..."}``, which the p
 import json
 import math
 import threading
+from collections import OrderedDict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,15 +34,29 @@ from urllib.parse import parse_qs, urlsplit
 
 import torch
 
-from viz.attention_weights import attention_and_next_logits, select_head
+from viz.attention_presets import prompt_presets
+from viz.attention_steps import (
+    SWITCHES,
+    ForwardRecord,
+    WhatIf,
+    record_forward,
+    steps_json,
+    what_if_json,
+)
+from viz.attention_weights import select_head
 from viz.char_labels import visible_char
+from viz.logit_lens import layer_predictions
 
 PAGE_TEMPLATE = Path(__file__).with_name("attention_page.html")
 # The page's JSON block; `render_page` puts the data between these two.
 DATA_OPEN = '<script type="application/json" id="explorer-data">'
 DATA_CLOSE = "</script>"
 TOP_K = 10
+LENS_TOP_K = 5  # characters per layer in "what each layer would predict"
 MAX_REQUEST_BYTES = 1 << 20  # a prompt is cropped to block_size anyway
+# Forward passes kept, so that a click on another head or a switch turned back off
+# reads the pass already made: the model's own and the switched one for a prompt.
+KEPT_PASSES = 4
 
 
 class PromptError(ValueError):
@@ -76,69 +98,104 @@ def check_temperature(value) -> float:
     return temperature
 
 
+def check_index(value, name: str, count: int) -> int:
+    """A JSON/query layer or head as an int in 0..count-1 (-count..-1 count from the end).
+
+    Raises:
+        PromptError: naming the field and its range.
+    """
+    try:
+        index = int(value) if not isinstance(value, (bool, float)) else None
+    except (TypeError, ValueError):
+        index = None
+    if index is None or not -count <= index < count:
+        raise PromptError(f"{name} must be a whole number in 0..{count - 1}, got {value!r}")
+    return index % count
+
+
+def check_switches(value) -> tuple[str, ...]:
+    """A JSON list (or a comma-separated query string) of what-if switch names.
+
+    Raises:
+        PromptError: for anything but known names.
+    """
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PromptError(f"switches must be a list of names such as {list(SWITCHES)[:2]}")
+    unknown = [v for v in value if v not in SWITCHES]
+    if unknown:
+        raise PromptError(
+            f"unknown switch {', '.join(map(repr, unknown))}: the switches are "
+            f"{', '.join(SWITCHES)}"
+        )
+    return tuple(value)
+
+
 class AttentionExplorer:
     """A model and its tokenizer behind the page: turns a prompt into what the page draws.
 
-    The model is put in eval mode; a lock lets one request at a time run it (the
-    server answers each request in its own thread).
+    Every number comes from `viz.attention_steps.record_forward`: one eval-mode forward
+    pass (no dropout) that keeps every step. The model is put in eval mode; a lock
+    lets one request at a time run it (the server answers each request in its own
+    thread), and the last KEPT_PASSES passes are kept for the next clicks.
 
     Args:
         model: a GPT (its ``config`` gives n_layer, n_head, block_size).
         tokenizer: the checkpoint's CharTokenizer (``encode``, ``chars``).
         name: what the page calls the model, e.g. the checkpoint's path.
+        own_text: a few lines of the run's own text offered as presets (e.g. its
+            train.attention_prompt); see `viz.attention_presets.prompt_presets`.
     """
 
-    def __init__(self, model, tokenizer, name: str):
+    def __init__(self, model, tokenizer, name: str, own_text: tuple[str, ...] = ()):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
         self.block_size = model.config.block_size
+        self.own_text = tuple(own_text)
         self._lock = threading.Lock()
+        self._passes: OrderedDict[tuple, ForwardRecord] = OrderedDict()
 
     def model_info(self) -> dict:
-        """The model's description for the page: name, n_layer, n_head, block_size, and
-        the vocabulary in id order with each character's visible label (␣ for space)."""
+        """The model's description for the page: name, n_layer, n_head, n_embd, d_k,
+        block_size, position ("learned" or "rope"), norm, qk_norm, the vocabulary in
+        id order with each character's visible label (␣ for space), the preset prompts
+        (`prompt_presets`) and the what-if switches ``[{"key", "text"}]``."""
         config = self.model.config
         return {
             "name": self.name,
             "n_layer": config.n_layer,
             "n_head": config.n_head,
+            "n_embd": config.n_embd,
+            "d_k": config.head_size,
             "block_size": self.block_size,
+            "position": config.position,
+            "norm": config.norm,
+            "qk_norm": config.qk_norm,
             "vocab": list(self.tokenizer.chars),
             "vocab_labels": [visible_char(c) for c in self.tokenizer.chars],
+            "presets": prompt_presets(self.tokenizer, self.block_size, self.own_text),
+            "switches": [{"key": key, "text": text} for key, text in SWITCHES.items()],
         }
 
-    def explain(self, prompt: str, temperature: float = 1.0) -> dict:
-        """Everything the page shows for one prompt.
+    def prepare(self, prompt) -> tuple[str, torch.Tensor, list[str]]:
+        """A prompt as the model reads it: ``(text, (T,) int64 ids, notes)``.
 
         A prompt longer than block_size is cropped to its last block_size characters
-        (the ones the model would use to predict the next, as sample.py does), and
-        ``notes`` says so.
-
-        Args:
-            prompt: the text, 1 or more characters of the model's vocabulary.
-            temperature: >= 0, for ``next`` (the page can change it without asking again).
-
-        Returns:
-            A JSON-ready dict:
-            ``prompt`` the text shown (after cropping), ``chars`` its characters (T),
-            ``labels`` their visible labels, ``weights`` (n_layer, n_head, T, T) nested
-            lists, ``average`` (n_layer, T, T) the mean over heads (as the CLI computes
-            it), ``logits`` (vocab_size,) of the last position, ``temperature``, ``next``
-            the TOP_K likeliest next characters as ``{"id", "char", "label",
-            "probability"}``, most likely first, and ``notes`` (list of str).
+        (the ones the model would use to predict the next, as sample.py does), and a
+        note says so.
 
         Raises:
-            PromptError: if the prompt is empty or not text, holds characters outside the
-                vocabulary (the tokenizer's message: each one with its code point and
-                position), or the temperature is not a number >= 0.
+            PromptError: if the prompt is empty or not text, or holds characters
+                outside the vocabulary (the tokenizer's message: each one with its code
+                point and position).
         """
         if not isinstance(prompt, str):
             raise PromptError(f"the prompt must be text, got {type(prompt).__name__}")
         if not prompt:
             raise PromptError("the prompt is empty: type at least one character")
         prompt = self.tokenizer.normalize(prompt)  # the characters the model reads
-        temperature = check_temperature(temperature)
         try:
             ids = self.tokenizer.encode(prompt)  # the whole prompt: positions as typed
         except ValueError as e:  # CorpusError: lists the unknown characters
@@ -151,14 +208,82 @@ class AttentionExplorer:
                 "uses to predict the next character."
             )
             prompt, ids = prompt[-self.block_size :], ids[-self.block_size :]
+        return prompt, torch.from_numpy(ids.astype("int64")), notes
+
+    def what_if(self, layer=None, head=None, switches=()) -> WhatIf | None:
+        """Checked what-if switches for one head, or None when no switch is on.
+
+        Raises:
+            PromptError: for an unknown switch, or a layer or head out of range.
+        """
+        names = check_switches(switches)
+        if not names:
+            return None
+        config = self.model.config
+        return WhatIf(
+            check_index(layer, "layer", config.n_layer),
+            check_index(head, "head", config.n_head),
+            names,
+        )
+
+    def forward(self, ids: torch.Tensor, what_if: WhatIf | None = None) -> ForwardRecord:
+        """`record_forward` of ``ids``, or the same pass kept from an earlier request."""
+        key = (tuple(ids.tolist()), what_if)
         with self._lock:
-            weights, logits = attention_and_next_logits(
-                self.model, torch.from_numpy(ids.astype("int64"))
-            )
+            if key not in self._passes:
+                self._passes[key] = record_forward(self.model, ids, what_if)
+                while len(self._passes) > KEPT_PASSES:
+                    self._passes.popitem(last=False)
+            self._passes.move_to_end(key)
+            return self._passes[key]
+
+    def explain(self, prompt: str, temperature: float = 1.0, what_if: WhatIf | None = None) -> dict:
+        """Everything the page shows for one prompt, but the steps (`steps`).
+
+        Args:
+            prompt: the text, 1 or more characters of the model's vocabulary; longer
+                than block_size, its last block_size (see `prepare`).
+            temperature: >= 0, for ``next`` (the page can change it without asking again).
+            what_if: switches for one head (`what_if`), or None: the model's own pass.
+
+        Returns:
+            A JSON-ready dict:
+            ``prompt`` the text shown (after cropping), ``chars`` its characters (T),
+            ``labels`` their visible labels, ``weights`` (n_layer, n_head, T, T) nested
+            lists, ``average`` (n_layer, T, T) the mean over heads (as the CLI computes
+            it), ``logits`` (vocab_size,) of the last position, ``temperature``, ``next``
+            the TOP_K likeliest next characters as ``{"id", "char", "label",
+            "probability"}``, most likely first (by logit: the same order at every
+            temperature; ties by id), ``lens`` what each layer would predict at each
+            position (`viz.logit_lens.layer_predictions`, LENS_TOP_K characters),
+            ``what_if`` None or the switches (`viz.attention_steps.what_if_json`),
+            ``model`` None or, under switches, the model's own ``logits`` and
+            ``head_weights`` (T, T) of the switched head, to compare with; and
+            ``notes`` (list of str).
+
+        Raises:
+            PromptError: for a prompt `prepare` refuses, or a temperature that is not a
+                number >= 0.
+        """
+        prompt, ids, notes = self.prepare(prompt)
+        temperature = check_temperature(temperature)
+        record = self.forward(ids, what_if)
+        weights = torch.stack([kept["weights"][0] for kept in record.layers]).float().cpu()
+        logits = record.logits[0, -1].float().cpu()
         average = torch.stack([select_head(weights, layer) for layer in range(weights.size(0))])
         probs = next_char_probabilities(logits, temperature)
-        top = torch.topk(probs, min(TOP_K, probs.numel()))
+        # Ranked by the logits, the same order at every temperature: at 0 every
+        # probability but the first is 0, and would leave the rest in vocabulary order.
+        top = torch.sort(logits, descending=True, stable=True).indices[:TOP_K].tolist()
         chars = self.tokenizer.chars
+        model = None
+        if record.what_if is not None:  # the model's own numbers, to compare with
+            own = self.forward(ids)
+            head_weights = own.layers[record.what_if.layer]["weights"][0, record.what_if.head]
+            model = {
+                "logits": own.logits[0, -1].float().cpu().tolist(),
+                "head_weights": head_weights.float().cpu().tolist(),
+            }
         return {
             "prompt": prompt,
             "chars": list(prompt),
@@ -169,26 +294,62 @@ class AttentionExplorer:
             "temperature": temperature,
             "next": [
                 {"id": i, "char": chars[i], "label": visible_char(chars[i]), "probability": p}
-                for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+                for i, p in zip(top, probs[top].tolist(), strict=True)
             ],
+            "lens": layer_predictions(self.model, record, LENS_TOP_K),
+            "what_if": what_if_json(record.what_if),
+            "model": model,
             "notes": notes,
         }
 
+    def steps(self, prompt: str, layer: int, head: int, what_if: WhatIf | None = None) -> dict:
+        """The step-by-step tables of one head (`viz.attention_steps.steps_json`), from
+        the same forward pass as `explain` (under the same switches).
 
-def render_page(info: dict, result: dict | None = None, *, served: bool) -> str:
+        Raises:
+            PromptError: for a prompt `prepare` refuses, or a layer or head out of range.
+        """
+        config = self.model.config
+        layer = check_index(layer, "layer", config.n_layer)
+        head = check_index(head, "head", config.n_head)
+        prompt, ids, _ = self.prepare(prompt)
+        answer = steps_json(self.forward(ids, what_if), layer, [head])
+        answer["prompt"] = prompt
+        return answer
+
+    def all_steps(self, prompt: str) -> list[dict]:
+        """The steps of every layer and every head of the model's own pass, for a page
+        that cannot ask (``--html``): one `steps_json` per layer.
+
+        Raises:
+            PromptError: for a prompt `prepare` refuses.
+        """
+        _, ids, _ = self.prepare(prompt)
+        record = self.forward(ids)
+        heads = list(range(self.model.config.n_head))
+        return [steps_json(record, layer, heads) for layer in range(len(record.layers))]
+
+
+def render_page(
+    info: dict, result: dict | None = None, *, served: bool, steps: list[dict] | None = None
+) -> str:
     """The page with its data embedded, as one self-contained HTML document.
 
     Args:
         info: `AttentionExplorer.model_info`.
         result: `AttentionExplorer.explain` for the prompt to show first, or None.
-        served: True when a server answers /api/attention (the page then offers
-            "append and continue"); False for a file opened from disk.
+        served: True when a server answers /api/attention and /api/steps (the page
+            then offers "append and continue" and the what-if switches); False for a
+            file opened from disk.
+        steps: for a file, `AttentionExplorer.all_steps` of ``result``'s prompt (a
+            served page asks for the steps it shows).
 
     Raises:
         OSError: if the page template cannot be read.
     """
     template = PAGE_TEMPLATE.read_text(encoding="utf-8")
-    data = json.dumps({"served": served, "model": info, "result": result}, ensure_ascii=False)
+    payload = {"served": served, "model": info, "result": result, "steps": steps}
+    data = json.dumps(payload, ensure_ascii=False)
     # Inside <script>, "</script>" or "<!--" in a prompt would end the block early;
     # \u003c is the same character to the JSON parser and harmless to the HTML one.
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -198,8 +359,12 @@ def render_page(info: dict, result: dict | None = None, *, served: bool) -> str:
     return before + DATA_OPEN + data + DATA_CLOSE + after
 
 
+API = ("/api/attention", "/api/steps")
+
+
 class ExplorerRequestHandler(BaseHTTPRequestHandler):
-    """Answers GET / (the page) and /api/attention (GET or POST); everything else is 404.
+    """Answers GET / (the page), /api/attention and /api/steps (GET or POST; see the
+    module docstring); everything else is 404.
 
     The server it runs under is an `ExplorerServer` (``self.server.explorer``,
     ``self.server.page``).
@@ -211,15 +376,16 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path in ("/", "/index.html"):
             self._send(HTTPStatus.OK, self.server.page, "text/html; charset=utf-8")
-        elif url.path == "/api/attention":
+        elif url.path in API:
             query = parse_qs(url.query, keep_blank_values=True)
-            self._answer(query.get("prompt", [""])[0], query.get("temperature", ["1"])[0])
+            self._answer(url.path, {key: values[0] for key, values in query.items()})
         else:
             self._send_error(HTTPStatus.NOT_FOUND, f"nothing at {url.path}: open / instead")
 
     def do_POST(self):  # noqa: N802
-        if urlsplit(self.path).path != "/api/attention":
-            self._send_error(HTTPStatus.NOT_FOUND, "POST goes to /api/attention")
+        path = urlsplit(self.path).path
+        if path not in API:
+            self._send_error(HTTPStatus.NOT_FOUND, "POST goes to /api/attention or /api/steps")
             return
         try:
             length = int(self.headers.get("Content-Length", "0"))
@@ -238,11 +404,19 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
                 HTTPStatus.BAD_REQUEST, 'send JSON such as {"prompt": "To be", "temperature": 1}'
             )
             return
-        self._answer(body.get("prompt", ""), body.get("temperature", 1.0))
+        self._answer(path, body)
 
-    def _answer(self, prompt, temperature) -> None:
+    def _answer(self, path: str, fields: dict) -> None:
+        """Answer /api/attention or /api/steps from the request's fields."""
+        explorer = self.server.explorer
+        prompt = fields.get("prompt", "")
+        layer, head = fields.get("layer", -1), fields.get("head", 0)
         try:
-            result = self.server.explorer.explain(prompt, temperature)
+            what_if = explorer.what_if(layer, head, fields.get("switches", []))
+            if path == "/api/steps":
+                result = explorer.steps(prompt, layer, head, what_if)
+            else:
+                result = explorer.explain(prompt, fields.get("temperature", 1.0), what_if)
         except PromptError as e:
             self._send_error(HTTPStatus.BAD_REQUEST, str(e))
             return

@@ -9,7 +9,11 @@
     2 ␣   0.10  0.20  0.70  1.00
 
 The masked future (above the diagonal) is left blank; the last column is each row's sum.
+`format_matrix` prints any other step (viz/attention_steps.py) the same way, with -inf
+as −∞ and the columns of a wide matrix cut to a given number.
 """
+
+import math
 
 import torch
 
@@ -59,3 +63,84 @@ def format_attention_table(weights: torch.Tensor, text: str, decimals: int = 2) 
         prefix = f"{i:>{index_width}} " + pad(labels[i], label_width)
         lines.append(prefix + "".join(cells) + blanks + total)
     return "\n".join(lines)
+
+
+def format_number(value: float, decimals: int) -> str:
+    """``value`` with ``decimals`` digits after the point (Python's rounding: half to
+    even); -inf, the causal mask's value, as −∞."""
+    if value == -math.inf:
+        return "−∞"
+    return f"{value:.{decimals}f}"
+
+
+def format_matrix(
+    values: torch.Tensor,
+    row_labels: list[str],
+    column_labels: list[str] | None = None,
+    decimals: int = 2,
+    max_columns: int = 0,
+) -> str:
+    """Render a (rows, columns) step of attention as a table: one row per character.
+
+    Args:
+        values: (rows, columns) tensor, rows = len(row_labels).
+        row_labels: the visible label of each row's character.
+        column_labels: labels under the column numbers (the characters of a T × T
+            matrix), or None for plain column numbers (channels of a T × d_k one).
+        decimals: digits after the decimal point.
+        max_columns: show at most this many columns, then say how many are left
+            out; 0 shows all.
+
+    Returns:
+        The table, without a trailing newline.
+
+    Raises:
+        ValueError: if values is not 2-D with one row per label, or max_columns < 0.
+    """
+    if values.dim() != 2 or values.size(0) != len(row_labels):
+        raise ValueError(f"values must be ({len(row_labels)}, columns), got {tuple(values.shape)}")
+    if max_columns < 0:
+        raise ValueError(f"max_columns must be >= 0 (0: all), got {max_columns}")
+    n_columns = values.size(1)
+    shown = n_columns if max_columns == 0 else min(n_columns, max_columns)
+    rows = values.detach().double().cpu()[:, :shown].tolist()
+    cells = [[format_number(v, decimals) for v in row] for row in rows]
+    cell = max(decimals + 4, *(len(c) + 1 for row in cells for c in row))
+    index_width = len(str(len(row_labels) - 1))
+    label_width = max(2, *(display_width(s) for s in row_labels))
+    margin = " " * (index_width + 1 + label_width)
+    lines = [margin + "".join(pad(str(j), cell, right=True) for j in range(shown))]
+    if column_labels is not None:
+        lines.append(margin + "".join(pad(s, cell, right=True) for s in column_labels[:shown]))
+    for i, row in enumerate(cells):
+        prefix = f"{i:>{index_width}} " + pad(row_labels[i], label_width)
+        lines.append(prefix + "".join(c.rjust(cell) for c in row))
+    if shown < n_columns:
+        lines.append(f"{margin}  … {n_columns - shown} more columns ({n_columns} in all)")
+    return "\n".join(lines)
+
+
+def format_steps(steps: list, text: str, decimals: int = 2, max_columns: int = 16) -> str:
+    """Every step of one head as text, in the chapters' order: a heading per step (its
+    number, title, formula, the code that computes it, its shape), then its table.
+
+    Args:
+        steps: `viz.attention_steps.Step` objects, from `attention_steps`.
+        text: the prompt, one character per row.
+        decimals: digits after the decimal point.
+        max_columns: columns shown of a wide table (X has n_embd); 0 shows all.
+
+    Raises:
+        ValueError: if a step's rows do not match the text, or max_columns < 0.
+    """
+    labels = [visible_char(c) for c in text]
+    parts = []
+    for step in steps:
+        rows, columns = step.values.shape
+        characters = labels if step.columns_are_characters else None
+        parts.append(
+            f"Step {step.chapter} · {step.title}\n"
+            f"  {step.formula}    ({rows} × {columns}; {step.code})\n"
+            + format_matrix(step.values, labels, characters, decimals, max_columns)
+        )
+    return "\n\n".join(parts)

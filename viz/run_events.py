@@ -9,6 +9,8 @@ back from its event files without TensorBoard.
     train/lr              learning rate of that step
     train/grad_norm       gradient norm before clipping
     train/tokens_per_sec  training throughput since the previous log
+    train/skipped_steps   with loss scaling (train.dtype float16) only: optimizer steps
+                          skipped since the run began (their gradients overflowed)
     val/loss, val/bpc     at each evaluation: validation loss (nats/char, bits/char) over
                           train.eval_tokens characters at most (fixed, evenly spread)
     train/eval_loss, train/eval_bpc   the same over a fixed sample of the training split
@@ -41,6 +43,7 @@ TRAIN_LOSS = "train/loss"
 TRAIN_LR = "train/lr"
 TRAIN_GRAD_NORM = "train/grad_norm"
 TRAIN_TOKENS_PER_SEC = "train/tokens_per_sec"
+TRAIN_SKIPPED_STEPS = "train/skipped_steps"
 TRAIN_EVAL_LOSS = "train/eval_loss"
 TRAIN_EVAL_BPC = "train/eval_bpc"
 VAL_LOSS = "val/loss"

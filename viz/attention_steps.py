@@ -1,0 +1,502 @@
+"""Self-attention step by step on a trained model's own numbers: what the explorer's page
+and ``explore_attention.py --steps`` show, and the page's what-if switches.
+
+`record_forward` runs the model once, in eval mode (no dropout), and keeps every tensor
+that the Korean chapters' steps name, for every layer and head, as the model computes
+them:
+
+    X            the attention's input: the residual stream after the block's norm
+    X·Xᵀ         the chapters' first form (no learned projections), and its masked
+                 softmax: computed here from X, the one table the model does not compute
+    q, k, v      per head, after QK-norm and RoPE where the model has them
+    q·kᵀ         the raw scores; then ÷ √d_k; then the causal mask (the future is -inf)
+    weights      the softmax of each row; then weights·v
+    heads        concatenated; × W_o (out_proj); added to the residual stream
+
+The steps inside the attention come through `model.record_attention`'s step hook (the
+steps of `model.gpt.explicit_attention`); the rest through PyTorch's module hooks
+(`nn.Module.register_forward_pre_hook`, `register_forward_hook`) on each block's
+modules. So nothing here re-computes what the model computes.
+
+A `WhatIf` changes one step of one head (`SWITCHES`) inside that same forward pass: the
+layers after it, the final norm and the LM head run as usual on what the change left.
+Such a pass is not what the model computes; the page marks it so.
+
+    record = record_forward(model, ids)                        # (T,) ids
+    steps = attention_steps(record, layer=0, head=1)           # list of Step, in order
+    what_if = record_forward(model, ids, WhatIf(0, 1, ("no_mask",)))
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from model import GPT, GPTConfig, causal_mask, record_attention
+
+# Each switch: the step it changes, and what a learner reads on its button.
+SWITCHES = {
+    "no_scale": "no ÷√d_k: the raw q·kᵀ goes on to the mask",
+    "no_mask": "no causal mask: every character also sees the ones after it",
+    "xx_scores": "X·Xᵀ in place of q·kᵀ: the chapter's first form, no learned projections",
+    "uniform": "uniform weights: each character weighs every one it sees the same",
+}
+# The step a switch replaces, in explicit_attention's names.
+SWITCHED_STEP = {"xx_scores": "scores", "no_scale": "scaled", "no_mask": "masked"}
+SWITCHED_STEP["uniform"] = "weights"
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """Switches (keys of `SWITCHES`) applied to one head of one layer.
+
+    Args:
+        layer: 0-based layer.
+        head: 0-based head of that layer.
+        switches: names from `SWITCHES`, any order; stored sorted and without repeats.
+
+    Raises:
+        ValueError: naming an unknown switch and the known ones.
+    """
+
+    layer: int
+    head: int
+    switches: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        unknown = [s for s in self.switches if s not in SWITCHES]
+        if unknown:
+            raise ValueError(
+                f"unknown what-if switch {', '.join(map(repr, unknown))}; "
+                f"the switches are {', '.join(SWITCHES)}"
+            )
+        object.__setattr__(self, "switches", tuple(sorted(set(self.switches))))
+
+    def check(self, n_layer: int, n_head: int) -> None:
+        """Raise ValueError if layer or head is outside the model's 0..n_layer-1, 0..n_head-1."""
+        if not 0 <= self.layer < n_layer:
+            raise ValueError(f"what-if layer must be in 0..{n_layer - 1}, got {self.layer}")
+        if not 0 <= self.head < n_head:
+            raise ValueError(f"what-if head must be in 0..{n_head - 1}, got {self.head}")
+
+    def describe(self) -> str:
+        """One line: which head, and what is switched."""
+        changes = "; ".join(SWITCHES[s] for s in self.switches)
+        return f"layer {self.layer}, head {self.head}: {changes}"
+
+
+@dataclass
+class ForwardRecord:
+    """One forward pass over a prompt, every step kept. Tensors keep the model's device
+    and dtype, and the batch dimension of 1 the model ran with.
+
+    Attributes:
+        ids: (T,) int64 token ids.
+        logits: (1, T, vocab_size), the model's output.
+        layers: one dict per layer: "residual_in" (1, T, C) the block's input; "x"
+            (1, T, C) the attention's input (the block's first norm); "q", "k", "v",
+            "out" (1, n_head, T, d_k); "scores", "scaled", "masked", "weights" (1,
+            n_head, T, T); "concat" (1, T, C) the heads side by side; "projected" (1,
+            T, C) out_proj's output; "attention" (1, T, C) the attention module's
+            output; "residual_mid" (1, T, C) the residual stream after the attention
+            is added (the block's second norm reads it); "residual_out" (1, T, C) the
+            block's output.
+        config: the model's configuration.
+        what_if: the switches this pass ran with, or None: the model's own pass.
+    """
+
+    ids: torch.Tensor
+    logits: torch.Tensor
+    layers: list[dict[str, torch.Tensor]]
+    config: GPTConfig = field(repr=False)
+    what_if: WhatIf | None = None
+
+
+def switched(name: str, tensor: torch.Tensor, kept: dict, what_if: WhatIf) -> torch.Tensor:
+    """Step ``name``'s (1, n_head, ...) tensor with ``what_if``'s head changed by the
+    switch that replaces this step (if any); ``kept`` holds the layer's steps so far."""
+    head, on = what_if.head, set(what_if.switches)
+    replacement = None
+    if name == "scores" and "xx_scores" in on:
+        x = kept["x"][0]  # (T, C): the attention's input, as the chapter's X
+        replacement = x @ x.transpose(-2, -1)
+    elif name == "scaled" and "no_scale" in on:
+        replacement = kept["scores"][0, head]  # the step's input, not divided
+    elif name == "masked" and "no_mask" in on:
+        replacement = kept["scaled"][0, head]  # the future stays as it was
+    elif name == "weights" and "uniform" in on:
+        # Every position the row may see (not -inf after the mask step) weighs the same.
+        visible = (kept["masked"][0, head] != float("-inf")).to(tensor.dtype)
+        replacement = visible / visible.sum(dim=-1, keepdim=True)
+    if replacement is None:
+        return tensor
+    tensor = tensor.clone()
+    tensor[0, head] = replacement.to(tensor.dtype)
+    return tensor
+
+
+@torch.no_grad()
+def record_forward(model: GPT, ids: torch.Tensor, what_if: WhatIf | None = None) -> ForwardRecord:
+    """Run ``model`` once over ``ids`` in eval mode and keep every step (see the module
+    docstring); with ``what_if``, change that step of that head on the way.
+
+    Restores the model's previous mode, and removes every hook, even on an error.
+
+    Args:
+        model: a GPT.
+        ids: (T,) int64 token ids, 1 <= T <= block_size.
+        what_if: switches for one head, or None for the model's own computation. No
+            switch at all (an empty ``switches``) is the model's own computation too.
+
+    Returns:
+        The `ForwardRecord`.
+
+    Raises:
+        ValueError: if ids is not 1-D, is empty or is longer than block_size, or
+            ``what_if`` names a layer or head the model lacks.
+    """
+    if ids.dim() != 1 or ids.numel() == 0:
+        raise ValueError(f"ids must be a non-empty 1-D tensor, got shape {tuple(ids.shape)}")
+    config = model.config
+    if what_if is not None:
+        what_if.check(config.n_layer, config.n_head)
+        if not what_if.switches:
+            what_if = None
+    layers: list[dict[str, torch.Tensor]] = [{} for _ in model.blocks]
+
+    def keep_input(layer: int, name: str):
+        def hook(module, args):
+            layers[layer][name] = args[0]
+
+        return hook
+
+    def keep_output(layer: int, name: str):
+        def hook(module, args, output):
+            layers[layer][name] = output
+
+        return hook
+
+    def step_hook(layer: int, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        if what_if is not None and layer == what_if.layer:
+            tensor = switched(name, tensor, layers[layer], what_if)
+        layers[layer][name] = tensor
+        return tensor
+
+    handles = []
+    for i, block in enumerate(model.blocks):
+        handles += [
+            block.register_forward_pre_hook(keep_input(i, "residual_in")),
+            block.attn.register_forward_pre_hook(keep_input(i, "x")),
+            block.attn.out_proj.register_forward_pre_hook(keep_input(i, "concat")),
+            block.attn.out_proj.register_forward_hook(keep_output(i, "projected")),
+            block.attn.register_forward_hook(keep_output(i, "attention")),
+            block.ln_2.register_forward_pre_hook(keep_input(i, "residual_mid")),
+            block.register_forward_hook(keep_output(i, "residual_out")),
+        ]
+    was_training = model.training
+    model.eval()
+    try:
+        device = next(model.parameters()).device
+        with record_attention(model, step_hook):
+            logits, _ = model(ids.to(device).unsqueeze(0))
+    finally:
+        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+    return ForwardRecord(ids.cpu(), logits, layers, config, what_if)
+
+
+def xx_scores(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chapters' first form of attention, with no learned projections: scores X·Xᵀ
+    and their masked softmax (no ÷√d_k either: the chapter has none).
+
+    Args:
+        x: (T, C) the attention's input.
+
+    Returns:
+        ``(scores, weights)``, each (T, T); weights are 0 above the diagonal.
+    """
+    T = x.size(0)
+    scores = x @ x.transpose(-2, -1)
+    masked = scores.masked_fill(~causal_mask(T, x.device), float("-inf"))
+    return scores, torch.softmax(masked, dim=-1)
+
+
+@dataclass
+class Step:
+    """One table of the step-by-step view.
+
+    Attributes:
+        key: a name the page and tests use ("x", "q", "scores", ...).
+        chapter: the chapters' step it belongs to, 1..9 (see `CHAPTER_STEPS`).
+        title: what it is, in a few words.
+        formula: how it is computed, in the chapters' notation.
+        code: where model/gpt.py computes it (or viz/attention_steps.py for X·Xᵀ).
+        values: (rows, columns) float tensor on the CPU: rows are the prompt's
+            characters; -inf marks the masked future.
+        kind: "weights" (rows of probabilities), "masked" (scores with -inf), or
+            "values" (any real numbers).
+        head: the head it belongs to, or None for a table of the whole layer.
+    """
+
+    key: str
+    chapter: int
+    title: str
+    formula: str
+    code: str
+    values: torch.Tensor
+    kind: str = "values"
+    head: int | None = None
+
+    @property
+    def columns_are_characters(self) -> bool:
+        """True for a T × T table (columns: the characters attended to), False for
+        channels (T × C or T × d_k)."""
+        return self.key in CHARACTER_COLUMNS
+
+
+# The steps whose columns are the prompt's characters (T × T).
+CHARACTER_COLUMNS = {"xx", "xx_weights", "scores", "scaled", "masked", "weights"}
+
+
+# The chapters' steps, numbered as the page numbers them.
+CHAPTER_STEPS = {
+    1: "the input as a T × C matrix X",
+    2: "the simplest scores, X·Xᵀ",
+    3: "learned Q = X·W_q, K = X·W_k, V = X·W_v",
+    4: "scores Q·Kᵀ",
+    5: "÷ √d_k",
+    6: "the causal mask: the future set to −∞ before the softmax",
+    7: "softmax: each row sums to 1",
+    8: "the weighted sum, weights·V",
+    9: "the heads concatenated, × W_o, added to the residual stream",
+}
+
+
+def qk_note(config) -> str:
+    """Which of QK-norm and RoPE the model applies to q and k, in order."""
+    done = []
+    if config.qk_norm:
+        done.append("QK-norm (each head's q and k divided by their root mean square)")
+    if config.position == "rope":
+        done.append("RoPE (each channel pair rotated by the character's position)")
+    if not done:
+        return (
+            "no QK-norm and no RoPE in this model: positions were added to the token "
+            "embedding before block 0"
+        )
+    return "then " + ", then ".join(done)
+
+
+def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Step]]:
+    """The steps shared by every head of ``layer`` (0-based), as two lists: those before
+    the heads (X, X·Xᵀ and its softmax) and those after (the heads concatenated, × W_o,
+    added to the residual stream)."""
+    kept = record.layers[layer]
+    config = record.config
+    x = kept["x"][0]
+    xx, xx_weights = xx_scores(x)
+    norm = "RMSNorm" if config.norm == "rmsnorm" else "LayerNorm"
+    return [
+        Step(
+            "x",
+            1,
+            f"X: the attention's input, the residual stream after the block's norm ({norm})",
+            "X = ln_1(residual)",
+            "Block.forward: self.ln_1(x)",
+            x,
+        ),
+        Step(
+            "xx",
+            2,
+            "X·Xᵀ: the chapter's first form, no learned projections",
+            "scores = X·Xᵀ",
+            "viz/attention_steps.py xx_scores (not a step of the model)",
+            xx,
+        ),
+        Step(
+            "xx_weights",
+            2,
+            "softmax of the masked X·Xᵀ: the chapter's first weights",
+            "softmax(mask(X·Xᵀ)), no ÷√d_k",
+            "viz/attention_steps.py xx_scores (not a step of the model)",
+            xx_weights,
+            "weights",
+        ),
+    ], [
+        Step(
+            "concat",
+            9,
+            "the heads' outputs side by side (head h: columns h·d_k .. (h+1)·d_k − 1)",
+            "concat(head_0, …, head_{n_head−1})",
+            "CausalSelfAttention.forward: out.transpose(1, 2).contiguous().view(B, T, C)",
+            kept["concat"][0],
+        ),
+        Step(
+            "projected",
+            9,
+            "× W_o: the output projection back into the residual stream",
+            "concat · W_o",
+            "CausalSelfAttention.forward: self.out_proj(out)",
+            kept["projected"][0],
+        ),
+        Step(
+            "residual",
+            9,
+            "added to the residual stream: what the block's MLP reads next",
+            "residual + concat · W_o",
+            "Block.forward: x = x + self.attn(self.ln_1(x))",
+            kept["residual_mid"][0],
+        ),
+    ]
+
+
+def head_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
+    """The steps of one head of ``layer``, q k v to weights·v, in the chapters' order."""
+    kept = record.layers[layer]
+    config = record.config
+    d_k = config.head_size
+    projected = f"X · W_{{}} (qkv_proj, this head's {d_k} columns)"
+
+    def one(key: str, chapter: int, title: str, formula: str, code: str, kind="values"):
+        return Step(key, chapter, title, formula, code, kept[key][0, head], kind, head)
+
+    split = "CausalSelfAttention.forward: self.split_heads(self.qkv_proj(x))"
+    qk_code = split + (" (QK-norm inside)" if config.qk_norm else "")
+    if config.position == "rope":
+        qk_code += ", then self.rotary(q), self.rotary(k)"
+    return [
+        one("q", 3, f"Q: the queries, {qk_note(config)}", projected.format("q"), qk_code),
+        one("k", 3, "K: the keys, the same way", projected.format("k"), qk_code),
+        one("v", 3, "V: the values (no QK-norm, no RoPE)", projected.format("v"), split),
+        one(
+            "scores",
+            4,
+            "Q·Kᵀ: the raw scores, every pair of characters",
+            "scores[i][j] = q_i · k_j",
+            "explicit_attention: q @ k.transpose(-2, -1)",
+        ),
+        one(
+            "scaled",
+            5,
+            f"÷ √d_k: d_k = {d_k}, √d_k = {math.sqrt(d_k):.4f}",
+            "scores / √d_k",
+            "explicit_attention: scores / math.sqrt(d_k)",
+        ),
+        one(
+            "masked",
+            6,
+            "the causal mask: the future (j > i) becomes −∞, before the softmax",
+            "scores[i][j] = −∞ for j > i",
+            'explicit_attention: scores.masked_fill(~causal_mask(T), float("-inf"))',
+            "masked",
+        ),
+        one(
+            "weights",
+            7,
+            "softmax: each row sums to 1; the future gets exactly 0",
+            "weights[i][j] = exp(s_ij) / Σ_j' exp(s_ij')",
+            "explicit_attention: torch.softmax(scores, dim=-1)",
+            "weights",
+        ),
+        one(
+            "out",
+            8,
+            "weights·V: each character's mix of the values it attends to",
+            "out_i = Σ_j weights[i][j] · v_j",
+            "explicit_attention: weights @ v",
+        ),
+    ]
+
+
+def attention_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
+    """Every step of one head of one layer, in the chapters' order (1 to 9).
+
+    Args:
+        record: from `record_forward`.
+        layer: 0-based layer; negative counts from the end.
+        head: 0-based head.
+
+    Returns:
+        X, X·Xᵀ, its softmax, q, k, v, q·kᵀ, ÷√d_k, masked, weights, weights·v, the
+        heads concatenated, × W_o, the residual stream after the add.
+
+    Raises:
+        ValueError: if layer or head is out of range.
+    """
+    n_layer, n_head = len(record.layers), record.config.n_head
+    if not -n_layer <= layer < n_layer:
+        raise ValueError(f"layer must be in 0..{n_layer - 1} (or -1 for the last), got {layer}")
+    if not 0 <= head < n_head:
+        raise ValueError(f"head must be in 0..{n_head - 1}, got {head}")
+    layer %= n_layer
+    before, after = layer_steps(record, layer)
+    return [*before, *head_steps(record, layer, head), *after]
+
+
+def matrix_json(values: torch.Tensor) -> list[list[float | None]]:
+    """A 2-D tensor as nested lists of floats for JSON, -inf (the mask) as None."""
+    rows = values.detach().float().cpu()
+    if bool(torch.isfinite(rows).all()):
+        return rows.tolist()
+    return [[v if math.isfinite(v) else None for v in row] for row in rows.tolist()]
+
+
+def step_json(step: Step) -> dict:
+    """A `Step` as the page reads it: key, chapter, title, formula, code, kind, head,
+    columns ("characters" or "channels"), shape [rows, columns], values (nested lists;
+    None for -inf)."""
+    return {
+        "key": step.key,
+        "chapter": step.chapter,
+        "title": step.title,
+        "formula": step.formula,
+        "code": step.code,
+        "kind": step.kind,
+        "head": step.head,
+        "columns": "characters" if step.columns_are_characters else "channels",
+        "shape": list(step.values.shape),
+        "values": matrix_json(step.values),
+    }
+
+
+def steps_json(record: ForwardRecord, layer: int, heads: list[int]) -> dict:
+    """The page's steps of ``layer`` for the given heads.
+
+    Returns:
+        ``{"layer", "d_k", "order": [keys in the chapters' order], "chapters":
+        CHAPTER_STEPS, "layer_steps": {key: step_json}, "heads": {str(head): {key:
+        step_json}}, "what_if": None or {"layer", "head", "switches", "text"}}``.
+
+    Raises:
+        ValueError: if layer or a head is out of range.
+    """
+    order = [s.key for s in attention_steps(record, layer, heads[0] if heads else 0)]
+    layer %= len(record.layers)
+    before, after = layer_steps(record, layer)
+    answer = {
+        "layer": layer,
+        "d_k": record.config.head_size,
+        "order": order,
+        "chapters": {str(k): v for k, v in CHAPTER_STEPS.items()},
+        "layer_steps": {s.key: step_json(s) for s in [*before, *after]},
+        "heads": {},
+        "what_if": what_if_json(record.what_if),
+    }
+    for head in heads:
+        answer["heads"][str(head)] = {
+            s.key: step_json(s) for s in attention_steps(record, layer, head) if s.head is not None
+        }
+    return answer
+
+
+def what_if_json(what_if: WhatIf | None) -> dict | None:
+    """A `WhatIf` for the page: layer, head, switches and a one-line description."""
+    if what_if is None:
+        return None
+    return {
+        "layer": what_if.layer,
+        "head": what_if.head,
+        "switches": list(what_if.switches),
+        "text": what_if.describe(),
+    }
