@@ -494,10 +494,10 @@ class Reporter:
         """The ``with`` block of training step ``step`` (0-based): the run's first, which
         compiles with train.compile, is timed apart (see `RunClock.split`), and a
         signal during it stops the run at once (`StopRequest.at_once`)."""
-        return self._first_step() if step == self.first_step else contextlib.nullcontext()
+        return self._first_step_block() if step == self.first_step else contextlib.nullcontext()
 
     @contextlib.contextmanager
-    def _first_step(self) -> Iterator[None]:
+    def _first_step_block(self) -> Iterator[None]:
         self.stop.at_once = True
         try:
             with self.clock.first_step():
