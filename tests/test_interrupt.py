@@ -72,6 +72,7 @@ def test_second_ctrl_c_during_the_save_does_not_lose_it(tmp_path, shakespeare_pa
     assert load_checkpoint(tmp_path / "run" / "ckpt.pt")["iter_num"] == 2
 
 
+@pytest.mark.slow  # a torchrun job
 def test_sigterm_under_torchrun_saves_whatever_the_log_interval(tmp_path, shakespeare_path):
     """Two gloo ranks with train.log_interval=100000: SIGTERM to torchrun (as `kill`, a
     scheduler or `docker stop` sends it) is agreed on at the next step and saved. The
