@@ -24,6 +24,7 @@ import sys
 from tqdm import tqdm
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
+from cli.console import run_command
 from data import CorpusError, prepare_corpus
 from data.batches import EvaluationWindows
 from data.settings import DataConfig
@@ -123,9 +124,13 @@ def score_split(
             raise CorpusError(f"{data_cfg.path}: {e}") from None
     ids = corpus.val_ids if split == "val" else corpus.test_ids
     if split == "test" and len(ids) == 0:
+        from training.run_folder import training_command  # on this error path only
+
+        folder = path.parent  # the checkpoint's run, trained again with a test split
+        retrain = training_command(folder, "data.test_fraction=0.05", f"out_dir={folder}_test")
         raise CorpusError(
-            f"the run in {out_dir} has no test split (data.test_fraction is 0): use "
-            "--split val, or train with data.test_fraction=0.05 (say) to hold one out"
+            f"the run in {folder} has no test split (data.test_fraction is 0): use "
+            f"--split val, or train it again holding one out (5%, say): {retrain}"
         )
     T = model.config.block_size
     if len(ids) < T + 1:
@@ -210,4 +215,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
+from cli.console import discard_stdout, run_command
 from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
@@ -225,7 +226,7 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
             )
             print(f"  after block {layer_index}: {shown}")
     except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
-        sys.stdout = None
+        discard_stdout()
     return 0
 
 
@@ -233,8 +234,6 @@ def main(argv: list[str] | None = None) -> int:
     """Print the table, write the PNG (and --html), or --serve the page until Ctrl-C;
     returns the exit status (2 on bad input)."""
     args = build_parser().parse_args(argv)
-    if hasattr(sys.stdout, "reconfigure"):  # a console without Hangul prints '?', not a crash
-        sys.stdout.reconfigure(errors="replace")
     try:
         check_modes(args)
         device = resolve_device(args.device)
@@ -281,17 +280,15 @@ def main(argv: list[str] | None = None) -> int:
         html.write_text(page, encoding="utf-8")
     which = f"head {args.head}" if args.head is not None else f"average of {n_head} heads"
     rows = f"{len(png_layers)} layer" + ("s" if len(png_layers) != 1 else "")
-    try:
-        print(f"{path}: layer {args.layer % n_layer} of 0..{n_layer - 1}, {which}")
-        print("rows: current character; columns: the characters it attends to; blank: future")
-        print(format_attention_table(table, args.prompt, args.decimals))
-        print(f"wrote {png}: {rows} x {n_head} heads", flush=True)
-        if args.html:
-            print(f"wrote {args.html}: open it in a browser (no server needed)", flush=True)
-    except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
-        sys.stdout = None
+    # A reader that leaves early (`| head`) ends the command quietly (cli.console).
+    print(f"{path}: layer {args.layer % n_layer} of 0..{n_layer - 1}, {which}")
+    print("rows: current character; columns: the characters it attends to; blank: future")
+    print(format_attention_table(table, args.prompt, args.decimals))
+    print(f"wrote {png}: {rows} x {n_head} heads", flush=True)
+    if args.html:
+        print(f"wrote {args.html}: open it in a browser (no server needed)", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -17,6 +17,7 @@ import sys
 import time
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
+from cli.console import run_command
 from hf_export import ExportError
 from model.checkpoint import CheckpointError
 
@@ -57,4 +58,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

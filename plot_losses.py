@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cli.console import run_command
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import VAL_LOSS, read_scalar_curves
 
@@ -51,4 +52,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
+from cli.console import run_command
 from cli.stop_sequences import StopSequences
 from data import CorpusError
 from data.decoding import normalize_newlines
@@ -204,9 +205,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    # A console that cannot show a character prints a replacement, not a traceback.
-    if hasattr(sys.stdout, "reconfigure"):
-        sys.stdout.reconfigure(errors="replace")
     try:
         sampling, stream, stop_strings, device, dtype = check_arguments(args)
         prompt = args.prompt
@@ -276,4 +274,4 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

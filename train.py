@@ -10,6 +10,7 @@ device=cpu out_dir=runs/mine train.resume=true. Loss curves: tensorboard --logdi
 import argparse
 import sys
 
+from cli.console import run_command
 from data import CorpusError
 from model.checkpoint import CheckpointError
 from training import ConfigError, load_config, train
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CorpusError, CheckpointError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the first step was done, or a second Ctrl-C
+        print("\nstopped by Ctrl-C without saving", file=sys.stderr)
+        return 130
     if result.interrupted:  # the shell's convention: 128 + signal number
         return 128 + (result.signal or 2)
     if result.rank == 0:
@@ -57,4 +61,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

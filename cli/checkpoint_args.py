@@ -53,10 +53,12 @@ def _missing_checkpoint_hint(path: Path) -> str:
     """What to do about a checkpoint that is not there, judged from its folder: the
     checkpoints it does hold (and the closest name), or whether its run is still
     before its first evaluation (it holds the folder's lock) or stopped before it."""
+    # The trainer's module, on this error path only: sampling starts without it.
+    from training.run_folder import training_command
+
     folder = path.parent
-    train = f"python train.py --config configs/shakespeare_char_cpu.yaml out_dir={folder}"
     if not folder.is_dir():
-        return f"there is no run folder {folder}; train one first: {train}"
+        return f"there is no run folder {folder}; train one first: {training_command(folder)}"
     held = sorted(p.name for p in folder.glob("*.pt") if p.is_file())
     if path.name == BEST_NAME and held == [CKPT_NAME]:
         return "best.pt appears at the run's first evaluation; ckpt.pt is there"
@@ -77,7 +79,8 @@ def _missing_checkpoint_hint(path: Path) -> str:
         )
         stopped = (
             f"stopped before its first evaluation ({step}) and wrote no checkpoint; "
-            f"look at what it printed, and train again: {train} train.overwrite=true"
+            "look at what it printed, and train again: "
+            + training_command(folder, "train.overwrite=true")
         )
         if running:
             return f"the run in {folder} is still training and {wait}"
@@ -87,5 +90,5 @@ def _missing_checkpoint_hint(path: Path) -> str:
         return f"the run in {folder} {unknown} {wait}; if it {stopped}"
     return (
         f"{folder} holds no run; a training run writes {path.name} there at its first "
-        f"evaluation (step train.eval_interval): {train}"
+        f"evaluation (step train.eval_interval): {training_command(folder)}"
     )

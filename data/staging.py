@@ -143,23 +143,30 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
-def _raise_terminated(signum, frame) -> None:
-    name = signal.Signals(signum).name
-    print(f"\n{name}: stopping; removing the unfinished cache entry", file=sys.stderr, flush=True)
-    raise Terminated(signum)
+CACHE_ENTRY_CLEANUP = "removing the unfinished cache entry"
+
+
+def _terminated_raiser(cleanup: str):
+    def raise_terminated(signum, frame) -> None:
+        name = signal.Signals(signum).name
+        print(f"\n{name}: stopping; {cleanup}", file=sys.stderr, flush=True)
+        raise Terminated(signum)
+
+    return raise_terminated
 
 
 @contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
+def signals_raise(cleanup: str = CACHE_ENTRY_CLEANUP) -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise `Terminated` where they would end
     the process (their handler is the default one, in the main thread: a handler of
     the caller's, or an ignored signal, is left as it is), so that the block's own
-    cleanup (``finally``) runs."""
+    cleanup (``finally``) runs. ``cleanup``: what the line printed at the signal says
+    is being done (``SIGTERM: stopping; <cleanup>``)."""
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for signum in TERMINATING_SIGNALS:
             if signal.getsignal(signum) == signal.SIG_DFL:
-                previous[signum] = signal.signal(signum, _raise_terminated)
+                previous[signum] = signal.signal(signum, _terminated_raiser(cleanup))
     try:
         yield
     finally:

@@ -37,13 +37,12 @@ anything (zero_init_proj and dropout only matter in training). Why each is exact
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from hf_export.errors import ExportError
 
-# The recipe named when a run cannot be exported.
-EXPORTABLE_RECIPE = "configs/shakespeare_char_cpu_gpt2.yaml"
 # What GPTConfig gave a key that a model_config from an older run lacks.
 DEFAULTS = {
     "bias": True,
@@ -86,6 +85,19 @@ class Architecture:
             for key, value in self.needs.items()
             if setting(model_config, key) != value
         ]
+
+    def missing_settings(self, model_config: dict) -> list[str]:
+        """'model.key=value', the override, for each requirement the run misses."""
+        return [
+            f"model.{key}={_yaml(value)}"
+            for key, value in self.needs.items()
+            if setting(model_config, key) != value
+        ]
+
+    @property
+    def short_name(self) -> str:
+        """gpt2, qwen3, llama: the config class's name without "Config", lowercased."""
+        return self.config_class.removesuffix("Config").lower()
 
 
 def setting(model_config: dict, key: str):
@@ -263,22 +275,36 @@ LLAMA = Architecture(
 ARCHITECTURES = (GPT2, QWEN3, LLAMA)
 
 
-def choose_architecture(model_config: dict) -> Architecture:
+def choose_architecture(model_config: dict, checkpoint: Path | None = None) -> Architecture:
     """The architecture that computes this model's function.
 
     Args:
         model_config: a checkpoint's ``model_config`` (GPTConfig fields).
+        checkpoint: the checkpoint's file: its run folder's config.yaml is the recipe
+            a refusal tells to train again (`training.run_folder.training_command`).
 
     Raises:
         ExportError: if none does; one line naming the nearest class, the keys that
-            differ from what it needs, and the recipe that exports.
+            differ from what it needs, and the command that trains the run again with
+            them (its own config, into a new folder), to export as that class.
     """
     for architecture in ARCHITECTURES:
         if not architecture.differences(model_config):
             return architecture
     nearest = min(ARCHITECTURES, key=lambda a: len(a.differences(model_config)))
-    raise ExportError(
+    message = (
         f"no transformers architecture computes this model's function; the nearest, "
-        f"{nearest.class_name}, needs {', '.join(nearest.differences(model_config))}; "
-        f"train a recipe that exports, e.g. python train.py --config {EXPORTABLE_RECIPE}"
+        f"{nearest.class_name}, needs {', '.join(nearest.differences(model_config))}"
     )
+    if checkpoint is not None:
+        # The trainer's module, on this error path only: an export does without it.
+        from training.run_folder import training_command
+
+        folder = Path(checkpoint).parent
+        retrain = training_command(
+            folder,
+            *nearest.missing_settings(model_config),
+            f"out_dir={folder}_{nearest.short_name}",
+        )
+        message += f"; to export as {nearest.class_name}, train it again with them: {retrain}"
+    raise ExportError(message)

@@ -80,7 +80,7 @@ def export_checkpoint(checkpoint: Path, target: Path, overwrite: bool = False) -
     check_target(Path(target), overwrite)  # before the slow work
     ckpt = load_checkpoint(checkpoint)
     model_config = ckpt["model_config"]
-    architecture = choose_architecture(model_config)
+    architecture = choose_architecture(model_config, checkpoint)
     ours, tokenizer = model_from_checkpoint(ckpt, checkpoint)  # checks vocab vs weights
 
     config_class = getattr(transformers, architecture.config_class)

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from data.staging import signals_raise
 from hf_export.errors import ExportError
 
 # What an export writes (tokenizer and generation files included); an --overwrite
@@ -63,27 +64,31 @@ def write_atomically(target: Path, overwrite: bool, write: Callable[[Path], None
         ExportError: from `check_target`, before anything is written.
         Exception: whatever ``write`` raises; the temporary folder is removed and
             target is untouched.
+        data.staging.Terminated: on SIGTERM or SIGHUP, likewise.
     """
     target = Path(target)
     check_target(target, overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     # mkdir, not tempfile.mkdtemp: the folder gets the usual permissions (umask), not 0700.
     staging = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    staging.mkdir()
     old = None
-    try:
-        write(staging)
-        _usual_permissions(staging)
-        if target.is_dir():
-            check_target(target, overwrite)  # again: it may have changed meanwhile
-            old = target.with_name(f"{staging.name}.old")
-            target.rename(old)  # holds export files only (checked), or nothing
-        staging.rename(target)
-    except BaseException:
-        if old is not None and not target.exists():
-            old.rename(target)
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    # SIGTERM and SIGHUP (kill, a closed terminal) would end the process and leave the
+    # temporary folder, as large as the model: they raise, and it is removed.
+    with signals_raise("removing the unfinished export"):
+        try:
+            staging.mkdir()
+            write(staging)
+            _usual_permissions(staging)
+            if target.is_dir():
+                check_target(target, overwrite)  # again: it may have changed meanwhile
+                old = target.with_name(f"{staging.name}.old")
+                target.rename(old)  # holds export files only (checked), or nothing
+            staging.rename(target)
+        except BaseException:
+            if old is not None and not target.exists():
+                old.rename(target)
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     if old is not None:
         shutil.rmtree(old)
 

@@ -23,6 +23,8 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
                      (absent in weights-only files)
     corpus           the files and splits trained on, see `training.checkpoint`
                      (ckpt.pt only; absent in files written before it existed)
+    environment      the torch version, device and CPU threads it was trained with, see
+                     `training.environment` (ckpt.pt only; absent in older files)
     scaler           train.dtype float16 only (ckpt.pt): torch.amp.GradScaler's
                      state_dict, the loss scale and its growth tracker
     skipped_steps    with ``scaler``: optimizer steps loss scaling has skipped so far
@@ -64,7 +66,7 @@ def save_checkpoint(payload: dict, path: str | Path) -> None:
         OSError: if writing fails (the temporary file is removed).
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = temporary_path(path)
     try:
         with open(tmp, "wb") as f:
             torch.save({"format_version": CHECKPOINT_FORMAT, **payload}, f)
@@ -73,6 +75,14 @@ def save_checkpoint(payload: dict, path: str | Path) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def temporary_path(path: str | Path) -> Path:
+    """Where `save_checkpoint` writes ``path`` before renaming it into place
+    (``.ckpt.pt.tmp`` beside ``ckpt.pt``): left behind only by a process killed while
+    saving."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp")
 
 
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:

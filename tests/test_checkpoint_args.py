@@ -61,6 +61,73 @@ def test_a_folder_without_a_lock_file_gets_both_readings(tmp_path):
     assert "if it is still training" in message and "if it stopped before" in message
 
 
+def suggested_command(message: str) -> list[str]:
+    """The arguments of the train.py command a hint suggests (up to the end of the
+    command: a comma, or the end of the message)."""
+    import shlex
+
+    command = message[message.index("python train.py ") :].split(", with ")[0]
+    return shlex.split(command)[2:]
+
+
+def config_and_overrides(args: list[str]) -> tuple[str | None, list[str]]:
+    config = args[args.index("--config") + 1] if "--config" in args else None
+    return config, [a for a in args if "=" in a]
+
+
+def test_a_stopped_run_is_told_to_train_its_own_config_again(tmp_path, monkeypatch):
+    """The hint repeats the run's own config (its config.yaml): following it trains the
+    same model on the same corpus into the same folder, not the default recipe's
+    (issue 33, items 15 and 19)."""
+    import yaml
+
+    from training.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    korean = tmp_path / "korean.txt"
+    given = load_config(
+        None,
+        [
+            "out_dir=runs/korean",
+            f"data.path={korean}",
+            "model.n_layer=3",
+            "train.eval_interval=550",
+            "train.resume=true",  # a resumed run's config.yaml: the new run is not one
+        ],
+    )
+    run = tmp_path / "runs" / "korean"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(given.to_dict()), encoding="utf-8")
+    message = hint("runs/korean")
+    assert "stopped before its first evaluation (step 550)" in message
+    args = suggested_command(message)
+    assert args[:2] == ["--config", "runs/korean/config.yaml"]
+    config, overrides = config_and_overrides(args)
+    again = load_config(config, overrides)
+    assert again.data.path == str(korean) and again.model == given.model
+    assert again.out_dir == "runs/korean"
+    assert again.train.overwrite is True and again.train.resume is False
+
+
+def test_a_folder_with_no_run_names_its_recipe_or_what_to_supply(tmp_path, monkeypatch):
+    """Before any training, a folder a shipped recipe writes (runs/<recipe>) gets that
+    recipe; another gets placeholders and says what goes there, rather than the CPU
+    recipe without the user's corpus."""
+    monkeypatch.chdir(tmp_path)
+    from training.config import SHIPPED_CONFIGS
+
+    gpt2 = hint("runs/shakespeare_char_cpu_gpt2")
+    assert "there is no run folder runs/shakespeare_char_cpu_gpt2" in gpt2
+    config, overrides = config_and_overrides(suggested_command(gpt2))
+    assert config == str(SHIPPED_CONFIGS / "shakespeare_char_cpu_gpt2.yaml")
+    assert overrides == []  # the recipe writes there itself
+    korean = hint("runs/korean")
+    assert "python train.py --config RECIPE data.path=TEXT out_dir=runs/korean, with RECIPE" in (
+        korean
+    )
+    assert "configs/shakespeare_char_cpu.yaml out_dir" not in korean
+
+
 def test_the_readme_describes_the_checkpoint_flags_as_help_does():
     """The README's flag table and --help give --out-dir and --checkpoint the same
     words (they used to disagree on what a name without a folder means)."""

@@ -79,6 +79,9 @@ def test_unknown_keys_suggest_close_names():
     msg = str(err.value)
     assert "train.learning_rate" in msg
     assert "model.n_layer" in msg
+    # Where every key is listed: the command that prints them, not files to go through.
+    assert "(every key: python train.py --help-config)" in msg
+    assert "configs/*.yaml" not in msg
 
 
 def test_several_problems_reported_together():

@@ -182,3 +182,43 @@ def test_documented_command_parses(doc, command, words, monkeypatch):
     for name in ("set", "recipe_set"):  # bench scripts' overrides of every case
         overrides += getattr(namespace, name, None) or []
     load_config(None, overrides)
+
+
+READMES = [doc for doc in DOCUMENTS if doc.name in ("README.md", "README.ko.md")]
+# `> FILE` in a shell line, not `2>&1`.
+REDIRECT = re.compile(r"(?<![0-9&>])>>?\s*([^\s;&|()]+)")
+
+
+@pytest.mark.parametrize("doc", READMES, ids=[d.name for d in READMES])
+def test_readme_commands_write_no_file_into_the_checkout(doc):
+    """A file a README command makes goes under runs/ (ignored by git) or elsewhere
+    outside the repository, never beside the code as an untracked file."""
+    text = doc.read_text(encoding="utf-8")
+    lines = []
+    for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.S | re.M):
+        lines += re.sub(r"\\\n\s*", " ", block).splitlines()
+    targets = [t for line in lines for t in REDIRECT.findall(line.split("#")[0])]
+    assert targets, f"{doc.name}: no command writes a file (the check would check nothing)"
+    for target in targets:
+        assert target.startswith(("runs/", "/tmp/", "/dev/")), f"{doc.name}: > {target}"
+
+
+@pytest.mark.parametrize("doc", READMES, ids=[d.name for d in READMES])
+def test_readme_training_commands_raise_no_schedule_note(doc):
+    """A README's own training command does what it says: no note at its start that a
+    setting (ema_start, warmup_iters, ...) will never take effect."""
+    from training.schedule import schedule_notices
+
+    checked = 0
+    for _, command, words in (c for c in COMMANDS if c[0] == doc.name):
+        at = script_in(words)
+        if at is None or words[at] != "train.py" or "--config" not in words:
+            continue
+        args = words[at + 1 :]
+        config = args[args.index("--config") + 1]
+        overrides = [a for a in args if "=" in a and not a.startswith("-")]
+        tc = load_config(ROOT / config if (ROOT / config).is_file() else None, overrides).train
+        tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters  # as the Trainer resolves it
+        assert schedule_notices(tc) == [], f"{doc.name}: {command}"
+        checked += 1
+    assert checked >= 3

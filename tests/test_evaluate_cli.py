@@ -72,6 +72,17 @@ def test_evaluate_reads_a_checkpoint_older_than_the_new_keys(sampled_run, tmp_pa
     assert score.characters == 111_540  # the split as it was without a test split
     with pytest.raises(CorpusError, match="no test split .*use --split val.*data.test_fraction"):
         evaluate.score_split(cfg.out_dir, str(tmp_path / "old.pt"), "test", "cpu")
+    # The run's own config, trained again with a test split into a folder of its own.
+    old_run = tmp_path / "old_run"
+    old_run.mkdir()
+    save_checkpoint(ckpt, old_run / "ckpt.pt")
+    (old_run / "config.yaml").write_text(f"out_dir: {old_run}\n", encoding="utf-8")
+    with pytest.raises(CorpusError) as e:
+        evaluate.score_split(old_run, "ckpt.pt", "test", "cpu")
+    assert str(e.value).endswith(
+        f"python train.py --config {old_run / 'config.yaml'} data.test_fraction=0.05 "
+        f"out_dir={old_run}_test"
+    )
 
 
 def test_evaluate_errors_name_the_fix(sampled_run, tmp_path, capsys):

@@ -205,8 +205,18 @@ def test_a_block_no_architecture_computes_is_refused_in_one_line(tmp_path, capsy
     assert code == 2 and err.count("\n") == 1
     assert "GPT2LMHeadModel, needs model.position=learned (this run: rope)" in err
     assert "model.logit_softcap=0.0 (this run: 15.0)" in err
-    assert "configs/shakespeare_char_cpu_gpt2.yaml" in err
     assert not (tmp_path / "hf").exists()
+    # The fix it names retrains this run, with the class's needs, into a folder of its
+    # own: not another recipe, which would export as another architecture.
+    run = tmp_path / "run"
+    (run / "config.yaml").write_text(f"out_dir: {run}\ndata:\n  path: mine.txt\n")
+    code, _, err = run_export(capsys, "--out-dir", run, "--to", tmp_path / "hf")
+    assert code == 2 and err.count("\n") == 1
+    assert err.rstrip().endswith(
+        f"to export as GPT2LMHeadModel, train it again with them: python train.py --config "
+        f"{run / 'config.yaml'} model.position=learned model.logit_softcap=0.0 "
+        f"out_dir={tmp_path / 'run_gpt2'}"
+    )
 
 
 def test_errors_name_the_fix_and_keep_the_users_files(tmp_path, capsys, monkeypatch):
@@ -257,3 +267,23 @@ def test_sample_and_export_start_without_transformers():
     code = f"import sys, export, sample; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_sigterm_during_the_export_leaves_no_folder(tmp_path, monkeypatch):
+    """`kill` while the weights are written used to end the process and leave the
+    temporary folder, as large as the model, beside the target."""
+    import signal
+
+    hand_made_checkpoint(tmp_path / "run")
+    real = transformers.PreTrainedModel.save_pretrained
+
+    def killed_while_saving(self, folder, **kwargs):
+        real(self, folder, **kwargs)
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", killed_while_saving)
+    with pytest.raises(SystemExit) as stopped:
+        export.main(["--out-dir", str(tmp_path / "run"), "--to", str(tmp_path / "hf")])
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -56,7 +56,9 @@ def test_quick_cpu_check_runs_every_step_and_writes_the_table(tmp_path, shakespe
     recipe = rows["3"][2]
     assert "val <= 4.05 at step " in recipe and "; 10/10 steps; wall " in recipe
     assert ", samples+heatmaps " in recipe  # the run's time split (training/report.py)
-    assert "best val 3." in recipe
+    # 10 tiny steps: the target of --target-val, not a figure of the real recipe (the
+    # schedule that ends at min_lr moved it from 3.9888 to 4.0010).
+    assert float(recipe.split("best val ")[1].split()[0]) <= 4.05
     modern = rows["4"][2]
     assert "SIGTERM 4 s after the start" in rows["4"][0] and ", reference recipe " in modern
     assert "; wall " in modern and ", checkpoints " in modern  # split, also when stopped

@@ -19,15 +19,39 @@ from viz.run_events import TRAIN_LR
 
 
 def test_schedule_key_points():
-    lr = dict(learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, lr_decay_iters=1000)
+    lr = dict(learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, lr_decay_iters=1001)
     assert learning_rate_at(0, **lr) == pytest.approx(1e-3 / 101)
     assert learning_rate_at(99, **lr) == pytest.approx(1e-3 * 100 / 101)
     assert learning_rate_at(100, **lr) == pytest.approx(1e-3)
     assert learning_rate_at(550, **lr) == pytest.approx(1e-4 + 0.5 * 9e-4)  # half way
-    assert learning_rate_at(1000, **lr) == pytest.approx(1e-4)
-    assert learning_rate_at(5000, **lr) == pytest.approx(1e-4)
+    assert learning_rate_at(999, **lr) > 1e-4
+    assert learning_rate_at(1000, **lr) == 1e-4  # the schedule's last step
+    assert learning_rate_at(5000, **lr) == 1e-4
     values = [learning_rate_at(s, **lr) for s in range(100, 1001)]
-    assert all(a >= b for a, b in zip(values, values[1:], strict=False))
+    assert all(a > b for a, b in zip(values, values[1:], strict=False))
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
+def test_the_last_step_of_the_schedule_runs_at_min_lr(schedule):
+    """A run of lr_decay_iters steps (the default: max_iters) takes its last optimizer
+    step, index max_iters - 1, at min_lr, and every step of its decay before that above
+    it (torchtitan#1261, gpt-neox#1011)."""
+    for max_iters in (2, 3, 5, 20, 101, 2200):
+        for warmup in sorted({0, 1, max_iters // 10, max_iters - 2}):
+            for min_lr in (0.0, 1e-4):
+                tc = TrainConfig(
+                    lr_schedule=schedule,
+                    learning_rate=1e-3,
+                    min_lr=min_lr,
+                    warmup_iters=max(0, warmup),
+                    max_iters=max_iters,
+                )
+                tc.lr_decay_iters = max_iters
+                lrs = [scheduled_learning_rate(s, tc) for s in range(max_iters + 3)]
+                assert lrs[max_iters - 1] == min_lr, (max_iters, warmup, min_lr)
+                assert lrs[max_iters:] == [min_lr] * 3  # and on, for a run extended later
+                decay = lrs[tc.warmup_iters : max_iters - 1]  # the warmup may start lower
+                assert all(lr > min_lr for lr in decay), (max_iters, warmup, min_lr)
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -55,12 +79,15 @@ def test_wsd_schedule_key_points():
     lr = dict(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, lr_decay_iters=100)
     assert wsd_learning_rate_at(0, **lr, warmdown_fraction=0.2) == pytest.approx(1e-3 / 11)
     assert wsd_learning_rate_at(10, **lr, warmdown_fraction=0.2) == pytest.approx(1e-3)
+    # The warmdown: the last 20 steps (80..99), each below the peak, the last at min_lr.
     assert wsd_learning_rate_at(79, **lr, warmdown_fraction=0.2) == pytest.approx(1e-3)
-    assert wsd_learning_rate_at(90, **lr, warmdown_fraction=0.2) == pytest.approx(5.5e-4)
-    assert wsd_learning_rate_at(100, **lr, warmdown_fraction=0.2) == pytest.approx(1e-4)
+    assert wsd_learning_rate_at(80, **lr, warmdown_fraction=0.2) == pytest.approx(1e-3 - 4.5e-5)
+    assert wsd_learning_rate_at(89, **lr, warmdown_fraction=0.2) == pytest.approx(5.5e-4)
+    assert wsd_learning_rate_at(99, **lr, warmdown_fraction=0.2) == 1e-4
+    assert wsd_learning_rate_at(100, **lr, warmdown_fraction=0.2) == 1e-4
     cfg = TrainConfig(lr_schedule="wsd", learning_rate=1e-3, min_lr=1e-4, warmup_iters=10)
     cfg.lr_decay_iters = 100
-    assert scheduled_learning_rate(90, cfg) == pytest.approx(5.5e-4)
+    assert scheduled_learning_rate(89, cfg) == pytest.approx(5.5e-4)
     cfg.lr_schedule = "cosine"
     assert scheduled_learning_rate(90, cfg) == learning_rate_at(90, **lr)
 

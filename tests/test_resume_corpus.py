@@ -52,6 +52,7 @@ def test_a_file_added_to_the_corpus_is_refused_then_accepted(tmp_path, corpus_fo
     out = capsys.readouterr().out
     assert "note: train.accept_changed_corpus=true: resuming on a corpus that changed" in out
     assert "files added: c.txt" in out
+    assert "the best validation loss starts over on the new split" in out
     assert "train.accept_changed_corpus: False -> True" not in out  # not a "changed setting"
     # The checkpoint now records the corpus as it is: the next resume needs no key.
     assert resume(tmp_path, corpus_folder, **{"train.max_iters": 4}).iter_num == 4
@@ -86,3 +87,20 @@ def test_a_checkpoint_without_a_corpus_record_resumes_with_a_note(tmp_path, corp
         capsys.readouterr().out.count("was written before checkpoints recorded their corpus") == 1
     )
     assert CORPUS_KEY in load_checkpoint(path)
+
+
+def test_after_an_accepted_change_the_best_is_judged_on_the_new_split(tmp_path, corpus_folder):
+    """The old split's best validation loss does not compare with the new split's: it
+    starts over, and best.pt holds the best model on the split as it is now (it used to
+    keep the old step's model, worse on the new split; fairseq#1302)."""
+    run(tmp_path, corpus_folder)
+    ckpt_path = tmp_path / "run" / "ckpt.pt"
+    ckpt = load_checkpoint(ckpt_path)
+    ckpt["best_val_loss"] = 0.5  # a best no model here reaches on any split
+    save_checkpoint({k: v for k, v in ckpt.items() if k != "format_version"}, ckpt_path)
+    text = (corpus_folder / "a.txt").read_text(encoding="utf-8")
+    (corpus_folder / "c.txt").write_text(text[:20_000], encoding="utf-8")
+    result = resume(tmp_path, corpus_folder, **{"train.accept_changed_corpus": True})
+    assert result.best_val_loss == result.evals[-1]["val_loss"] > 0.5
+    assert load_checkpoint(ckpt_path)["best_val_loss"] == result.best_val_loss
+    assert load_checkpoint(tmp_path / "run" / "best.pt")["iter_num"] == 3

@@ -33,8 +33,10 @@ def test_folder_of_an_unfinished_run_is_not_reused(tmp_path, shakespeare_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "config.yaml").write_text("seed: 1\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="files of an earlier run .*train.overwrite=true"):
+    with pytest.raises(ConfigError, match="files of an earlier run .*train.overwrite=true") as e:
         train(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    # Each sentence of the advice begins with a capital letter.
+    assert "(config.yaml). Choose another out_dir=..., or replace it" in str(e.value)
 
 
 def test_a_start_that_fails_on_bad_input_leaves_nothing(tmp_path):
@@ -123,3 +125,107 @@ def test_following_the_advice_of_a_resume_without_checkpoint_starts_the_run(tmp_
     folder = start(given + advice)  # the command line as the user retypes it
     assert folder.resume_path is None
     folder.release()
+
+
+def fail_at_step(trainer, step: int):
+    """Make the trainer's ``step``-th optimizer step (0-based) raise, as an
+    out-of-memory error or a console that cannot print would."""
+    real = trainer.train_step
+
+    def train_step(s):
+        if s == step:
+            raise RuntimeError("CUDA out of memory (planted)")
+        return real(s)
+
+    trainer.train_step = train_step
+
+
+def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_nothing(
+    tmp_path, shakespeare_path, capsys
+):
+    """Its config.yaml and event files, with no checkpoint to resume from, used to make
+    the same command refuse the folder ("already holds files of an earlier run")."""
+    from training.loop import Trainer
+
+    out = tmp_path / "runs" / "new"
+    given = tiny_overrides(tmp_path, shakespeare_path, out_dir=out)
+    trainer = Trainer(load_config(None, given))
+    fail_at_step(trainer, 1)  # before the first evaluation, at step 3
+    with pytest.raises(RuntimeError, match="planted"):
+        trainer.run()  # closes the trainer on its way out
+    assert not (tmp_path / "runs").exists()  # nor the folders it made
+    assert "no checkpoint was written: removed config.yaml, events.out.tfevents" in (
+        capsys.readouterr().out
+    )
+    assert train(load_config(None, given)).iter_num == 6  # the same command, as typed
+
+
+def test_a_run_that_fails_after_a_checkpoint_keeps_everything(tmp_path, shakespeare_path):
+    from training.loop import Trainer
+
+    given = tiny_overrides(tmp_path, shakespeare_path)
+    trainer = Trainer(load_config(None, given))
+    fail_at_step(trainer, 4)  # after the checkpoint of step 3
+    with pytest.raises(RuntimeError, match="planted"):
+        trainer.run()  # closes the trainer on its way out
+    out = tmp_path / "run"
+    assert {"ckpt.pt", "best.pt", "config.yaml", ".lock"} <= {p.name for p in out.iterdir()}
+    assert len(list(out.glob("events.out.tfevents*"))) == 1
+    assert train(load_config(None, [*given, "train.resume=true"])).iter_num == 6
+
+
+def test_an_out_dir_that_is_not_utf8_is_refused_before_anything_is_made(tmp_path):
+    """A folder name with a Latin-1 byte (as ``out_dir=$'caf\\xe9'`` types it) reached
+    TensorBoard's event writer, which encodes file names as UTF-8: a traceback once
+    training had begun."""
+    import os
+
+    out = os.fsdecode(bytes(tmp_path) + b"/caf\xe9")  # 'caf\udce9', as sys.argv holds it
+    with pytest.raises(ConfigError) as refused:
+        train(load_config(None, [f"out_dir={out}", "device=cpu"]))
+    assert str(refused.value) == (
+        f"out_dir={tmp_path}/caf\\xe9 holds bytes that are not UTF-8, and TensorBoard's "
+        "event files cannot be written under such a name: choose an out_dir spelt in UTF-8"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failure_while_the_run_opens_closes_its_event_writer(
+    tmp_path, shakespeare_path, monkeypatch
+):
+    """The event file was opened before the block that closes it: a failure while the
+    run said its opening lines (a console that cannot print, before cli.console) left
+    the writer's thread running and its file open."""
+    import threading
+
+    import training.report
+    from training.loop import Trainer
+
+    real_say = training.report.Reporter.say
+
+    def say(self, line):
+        if line.startswith("training on"):
+            raise RuntimeError("cannot print (planted)")
+        real_say(self, line)
+
+    monkeypatch.setattr(training.report.Reporter, "say", say)
+    before = set(threading.enumerate())
+    trainer = Trainer(load_config(None, tiny_overrides(tmp_path, shakespeare_path)))
+    with pytest.raises(RuntimeError, match="planted"):
+        trainer.run()
+    left = [t for t in set(threading.enumerate()) - before if "Writer" in type(t).__name__]
+    assert left == []
+    assert not (tmp_path / "run").exists()  # and a new run leaves nothing
+
+
+def test_the_temporary_file_of_a_killed_save_is_removed_by_the_next_run(tmp_path, shakespeare_path):
+    """A save cut short by SIGKILL leaves .ckpt.pt.tmp, as large as a checkpoint; the
+    run that next takes the folder removes it (the one holding the lock alone may)."""
+    given = tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 3})
+    train(load_config(None, given))
+    out = tmp_path / "run"
+    for name in (".ckpt.pt.tmp", ".best.pt.tmp"):
+        (out / name).write_bytes(b"half a checkpoint")
+    # A resume with nothing to do: it takes the folder, and writes no checkpoint.
+    assert train(load_config(None, [*given, "train.resume=true"])).iter_num == 3
+    assert not any(p.name.endswith(".tmp") for p in out.iterdir())

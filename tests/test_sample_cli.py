@@ -305,7 +305,7 @@ def test_console_that_cannot_encode_korean(tmp_path, korean_path):
         timeout=120,
     )
     assert r.returncode == 0, r.stderr.decode("utf-8", "replace")
-    assert r.stdout.startswith(b"??")  # replaced, not a UnicodeEncodeError
+    assert r.stdout.startswith(b"\\uc0c8\\uac00")  # escaped, not a UnicodeEncodeError
 
 
 @pytest.mark.parametrize("readme", ["README.md", "README.ko.md"])

@@ -80,7 +80,9 @@ def test_every_schedule_that_loads_is_continuous(schedule):
                 continue
             tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
             warmup_step = tc.learning_rate / (warmup + 1)
-            decay_iters = tc.lr_decay_iters - warmup
+            # The cosine goes from the peak at step warmup to min_lr at step
+            # lr_decay_iters - 1; the wsd warmdown in as many steps as it has.
+            decay_iters = tc.lr_decay_iters - 1 - warmup
             if schedule == "wsd":
                 warmdown = max(1, round(tc.warmdown_fraction * tc.lr_decay_iters))
                 decay_iters = tc.lr_decay_iters - max(warmup, tc.lr_decay_iters - warmdown)
@@ -95,3 +97,29 @@ def test_a_warmup_as_long_as_the_run_still_loads():
         None, ["train.warmup_iters=100", "train.max_iters=50", "train.lr_decay_iters=50"]
     ).train
     assert largest_jump(tc) == pytest.approx(1e-3 / 101)
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
+def test_a_decay_of_a_step_or_a_few_after_a_long_warmup_is_noted(schedule):
+    """warmup_iters=19 with lr_decay_iters=20 loads (the warmup ends inside the
+    schedule), but the learning rate then falls from 9.5e-4 to min_lr in one step: the
+    cliff that a warmup outlasting the schedule is refused for gets a note."""
+    tc = TrainConfig(
+        lr_schedule=schedule, warmup_iters=19, lr_decay_iters=20, max_iters=20, min_lr=1e-4
+    )
+    assert scheduled_learning_rate(18, tc) == pytest.approx(9.5e-4)
+    assert scheduled_learning_rate(19, tc) == 1e-4
+    (note,) = schedule_notices(tc)
+    assert note.startswith(
+        "note: the learning rate falls from 9.50e-04 at step 19 to train.min_lr=1.0e-04 "
+        "at step 20 (1 step) after a warmup of 19 steps"
+    )
+    assert "train.warmup_iters=2" in note  # a warmup that leaves the decay 18 steps
+    # A decay as long as a quarter of the warmup, or longer, is no cliff; nor is a
+    # schedule without a warmup, or one with nothing to fall (min_lr = learning_rate).
+    assert notices(lr_schedule=schedule, warmup_iters=16, lr_decay_iters=20, max_iters=20) == []
+    assert notices(lr_schedule=schedule, warmup_iters=0, lr_decay_iters=2, max_iters=2) == []
+    same = {"min_lr": 1e-3, "learning_rate": 1e-3}
+    assert notices(warmup_iters=19, lr_decay_iters=20, max_iters=20, **same) == []
+    # The shipped recipes and the defaults say nothing.
+    assert notices(lr_schedule=schedule) == []

@@ -16,7 +16,6 @@ from data import CharTokenizer
 from model.checkpoint import load_checkpoint, model_from_checkpoint
 from training import ConfigError, load_config, train
 from training.run_writer import (
-    HPARAMS_METRICS,
     PromptFallbackWarning,
     TensorBoardViews,
     usable_prompt,
@@ -25,7 +24,11 @@ from viz.grid_layout import GridLayout, label_inches, panel_inches
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import (
     ATTENTION_IMAGE,
+    LOSS_TRAIN,
+    LOSS_VAL,
     SAMPLE_TEXT,
+    TIME_PART,
+    TIME_WALL,
     TRAIN_LOSS,
     VAL_BEST_LOSS,
     VAL_BPC,
@@ -108,15 +111,9 @@ def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
     cfg, result = run
     acc = read_events(result.out_dir)
     content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
-    assert set(content) == {metadata.SESSION_START_INFO_TAG, metadata.EXPERIMENT_TAG}
-    experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
-    # The table ticks its first five metrics: the validation metrics come first.
-    metrics = [m.name.tag for m in experiment.metric_infos]
-    assert metrics[:3] == [VAL_LOSS, VAL_BPC, VAL_BEST_LOSS]
-    assert metrics == list(HPARAMS_METRICS) and TRAIN_LOSS in metrics[:5]
-    assert set(metrics) <= set(acc.Tags()["scalars"])  # each declared metric is logged
-    infos = {h.name: h for h in experiment.hparam_infos}
-    assert infos["model.n_layer"].differs and not infos["train.learning_rate"].differs
+    # The run's hyperparameters only: TensorBoard builds the table's columns from every
+    # run's (see test_hparams_flags_what_differs_between_the_runs_of_a_logdir).
+    assert set(content) == {metadata.SESSION_START_INFO_TAG}
     hparams = metadata.parse_session_start_info_plugin_data(
         content[metadata.SESSION_START_INFO_TAG]
     ).hparams
@@ -133,6 +130,51 @@ def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
     val = [e.value for e in acc.Scalars(VAL_LOSS)]
     assert best == pytest.approx(list(np.minimum.accumulate(val)))
     assert best[-1] == pytest.approx(result.best_val_loss, rel=1e-6)
+
+
+def tensorboard_experiment(logdir):
+    """The HParams table's columns as TensorBoard 2.x serves them for ``logdir``
+    (its hparams plugin's GetExperiment, over its own event reader)."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import api_pb2, backend_context, get_experiment
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(logdir))
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, str(logdir))
+    tb = base_plugin.TBContext(logdir=str(logdir), multiplexer=multiplexer, data_provider=provider)
+    handler = get_experiment.Handler(
+        context.RequestContext(),
+        backend_context.Context(tb),
+        "",
+        api_pb2.GetExperimentRequest(),
+    )
+    return handler.run()
+
+
+def test_hparams_flags_what_differs_between_the_runs_of_a_logdir(tmp_path, shakespeare_path):
+    """Two runs in one logdir, weight_decay 0.1 and 0.0, the rest equal but for the
+    recipe's own choices: TensorBoard flags weight_decay as differing, and nothing
+    else. Each run used to write an experiment summary flagging what differed from the
+    project defaults, of which TensorBoard read one: it missed weight_decay (0.1 is the
+    default) and flagged n_embd and max_iters, equal in both (tensorboard#6965, #5596).
+    """
+    quiet = {"train.sample_tokens": 0, "train.attention_prompt": "''", "train.max_iters": 2}
+    for name, decay in (("run_a", 0.1), ("run_b", 0.0)):
+        overrides = tiny_overrides(tmp_path, shakespeare_path, out_dir=tmp_path / name, **quiet)
+        train(load_config(None, [*overrides, f"train.weight_decay={decay}"]))
+    experiment = tensorboard_experiment(tmp_path)
+    differs = {h.name for h in experiment.hparam_infos if h.differs}
+    assert differs == {"train.weight_decay"}
+    assert {"model.n_embd", "train.max_iters"} <= {h.name for h in experiment.hparam_infos}
+    # The table shows its first five columns; the differing ones come first.
+    assert experiment.hparam_infos[0].name == "train.weight_decay"
+    metrics = [m.name.tag for m in experiment.metric_infos]
+    assert {VAL_LOSS, VAL_BPC, VAL_BEST_LOSS, TRAIN_LOSS} <= set(metrics)
+    # The table ticks its first five metric columns, in tag order: the two losses lead.
+    assert metrics[:2] == [LOSS_TRAIN, LOSS_VAL]
 
 
 def test_views_leave_the_training_losses_unchanged(run, tmp_path):
@@ -204,3 +246,85 @@ def test_attention_interval_draws_the_heatmaps_after_its_multiples_and_at_the_la
         assert [e.step for e in acc.Images(ATTENTION_IMAGE.format(layer=layer))] == [6, 9, 11]
     with pytest.raises(ConfigError, match=r"train.attention_interval must be >= 0 .*got -2"):
         load_config(None, ["train.attention_interval=-2"])
+
+
+def test_a_resume_that_changes_hyperparameters_says_what_hparams_will_show(
+    tmp_path, shakespeare_path, capsys
+):
+    """TensorBoard keeps a run's first hyperparameters: after a resume with a new
+    learning rate and max_iters, its row shows the old ones beside metrics trained with
+    the new, and the resumed run says so (tensorboard#3371)."""
+    quiet = {"train.sample_tokens": 0, "train.attention_prompt": "''", "train.max_iters": 3}
+    given = tiny_overrides(tmp_path, shakespeare_path, **quiet)
+    train(load_config(None, given))
+    capsys.readouterr()
+    train(load_config(None, [*given, "train.resume=true"]))  # nothing to do, nothing new
+    assert "HPARAMS" not in capsys.readouterr().out
+    train(load_config(None, [*given, "train.resume=true", "train.max_iters=6"]))
+    assert "its row will show train.max_iters=3 beside" in capsys.readouterr().out
+    train(
+        load_config(
+            None,
+            [*given, "train.resume=true", "train.max_iters=8", "train.learning_rate=5e-4"],
+        )
+    )
+    out = capsys.readouterr().out
+    assert (
+        "note: TensorBoard's HPARAMS tab keeps the hyperparameters this run first started "
+        "with: its row will show train.max_iters=3, train.learning_rate=0.001 beside"
+    ) in out
+    experiment = tensorboard_experiment(tmp_path)
+    assert {h.name for h in experiment.hparam_infos} >= {"train.learning_rate"}
+
+
+def tag_groups(tags) -> dict[str, list[str]]:
+    """Scalar tags grouped as TensorBoard's SCALARS tab shows them: by the part before
+    the first "/", groups in name order, each group's tags in name order; the first
+    two groups are open when the tab opens."""
+    groups = {}
+    for tag in sorted(tags):
+        groups.setdefault(tag.split("/")[0], []).append(tag)
+    return dict(sorted(groups.items()))
+
+
+def test_scalars_open_on_the_training_and_validation_losses(run):
+    """The time split's nine charts sorted first (time/ before train/) and SCALARS
+    opened on them (issue 33, item 21): it now sorts last, and the first group holds
+    the two losses, equal to train/loss and val/loss."""
+    _, result = run
+    acc = read_events(result.out_dir)
+    groups = tag_groups(acc.Tags()["scalars"])
+    assert list(groups) == ["loss", "train", "val", "wall_time"]
+    assert groups["loss"] == [LOSS_TRAIN, LOSS_VAL]
+    for copy, tag in ((LOSS_TRAIN, TRAIN_LOSS), (LOSS_VAL, VAL_LOSS)):
+        pairs = [(e.step, e.value) for e in acc.Scalars(copy)]
+        assert pairs == [(e.step, e.value) for e in acc.Scalars(tag)] and pairs
+    assert TIME_WALL in groups["wall_time"] and TIME_PART.format(part="eval") in groups["wall_time"]
+
+
+def test_an_older_runs_time_split_is_read_under_the_new_names(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(tmp_path)) as writer:  # as a run before the move wrote it
+        writer.add_scalar("time/eval_seconds", 1.5, 10)
+        writer.add_scalar("time/wall_seconds", 4.0, 10)
+        writer.add_scalar(VAL_LOSS, 2.5, 10)
+    curves = read_scalar_curves(tmp_path, [TIME_PART.format(part="eval"), TIME_WALL, VAL_LOSS])
+    assert curves[TIME_PART.format(part="eval")].values.tolist() == [1.5]
+    assert curves[TIME_WALL].values.tolist() == [4.0]
+    assert set(read_scalar_curves(tmp_path)) == {TIME_PART.format(part="eval"), TIME_WALL, VAL_LOSS}
+
+
+def test_four_heads_make_a_square_heatmap_a_card_shows_at_its_width(tmp_path, shakespeare_path):
+    """Four heads side by side made a strip (2,231 x 627 pixels for a 19-character
+    prompt) that a TensorBoard card shows 320 pixels wide and 90 high; in two rows of
+    two the card shows the whole grid about a third larger."""
+    extra = {"model.n_head": 4, "train.max_iters": 3, "train.sample_tokens": 0}
+    overrides = tiny_overrides(tmp_path, shakespeare_path, **extra)
+    prompt = "To be, or not to be"
+    result = train(load_config(None, [*overrides, f"train.attention_prompt='{prompt}'"]))
+    (event,) = read_events(result.out_dir).Images(ATTENTION_IMAGE.format(layer=0))
+    T = len(prompt)
+    layout = GridLayout(panel_inches(T), 2, 2, label_inches(list("Tobe,␣rnt")), titled=True)
+    assert abs(event.width - layout.width * 100) < 1 and abs(event.height - layout.height * 100) < 1
+    assert 0.8 < event.width / event.height < 1.25

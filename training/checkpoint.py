@@ -21,9 +21,10 @@ without the trainer. Here:
   without a word, and text the run validated on could become training text. A resume
   where a split's text differs is refused, naming what changed (a renamed file that
   leaves every split's text as it was is no change); ``train.accept_changed_corpus=true``
-  goes on anyway, says so at the start, and the run's checkpoints then record the new
-  corpus. A checkpoint written before this entry existed resumes, with a note that its
-  corpus could not be checked.
+  goes on anyway, says so at the start, judges the best validation loss (and best.pt)
+  afresh on the new split, and the run's checkpoints then record the new corpus. A
+  checkpoint written before this entry existed resumes, with a note that its corpus
+  could not be checked.
 """
 
 import dataclasses
@@ -354,7 +355,8 @@ def check_corpus_on_resume(ckpt: dict, current: dict, accept: bool, path: Path) 
         return [
             "note: train.accept_changed_corpus=true: resuming on a corpus that changed since "
             f"step {ckpt['iter_num']} (" + "; ".join(changes) + "): validation losses from "
-            "before and after do not compare"
+            "before and after do not compare, so the best validation loss starts over on "
+            "the new split (best.pt is replaced at its first evaluation)"
         ]
     raise ConfigError(
         f"cannot resume from {path}: the corpus has changed since the checkpoint was "

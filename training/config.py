@@ -165,7 +165,7 @@ def _unknown_key_message(key: str) -> str:
         leaf = key.rsplit(".", 1)[-1]
         close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"unknown key {key!r}{hint} (valid keys: see configs/*.yaml or README)"
+    return f"unknown key {key!r}{hint} (every key: python train.py --help-config)"
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:

@@ -17,7 +17,12 @@ machine with one GPU can check the NCCL path (bench/gpu_check.py does). ``python
 train.py`` sets none of the variables and never joins a group.
 
 Ctrl-C or SIGTERM asks the loop to stop at the end of a step and save (`StopRequest`);
-data-parallel ranks agree on it at log intervals, so that all leave at the same step.
+data-parallel ranks agree on it before every step, so that all leave at the same step
+within one step of the signal, whatever train.log_interval is (torchrun turns its own
+SIGTERM into SIGKILL 30 s later). The agreement is a one-number all-reduce on the host
+(`DistContext.control_group`: the gloo group itself on CPU, a gloo group beside NCCL's
+on CUDA), so it never waits for the GPU: a flag on the device would cost a
+device-to-host read, and so a wait for the step's queued kernels, at every step.
 
 A NaN or infinite loss stops the run without slowing every step down (`NonFiniteWatch`):
 reading a loss on the host waits for the device, so each step records, on the device,
@@ -30,13 +35,14 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from data.staging import Terminated
 from model import device as model_device
 from training.config import ConfigError
 
@@ -63,12 +69,16 @@ class DistContext:
         world_size: number of processes.
         backend: the process group's backend ("nccl" on CUDA, "gloo" on CPU), or None
             for plain single-process training.
+        control_group: the process group of host-side agreements between steps (the
+            stop request), a gloo group of every rank: None for the default group
+            when that is gloo already (or when there is no group).
     """
 
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
     backend: str | None = None
+    control_group: object = field(default=None, compare=False, repr=False)
 
     @property
     def enabled(self) -> bool:
@@ -123,7 +133,9 @@ def init_distributed(device_name: str) -> tuple[DistContext, torch.device]:
     backend = "nccl" if device.type == "cuda" else "gloo"
     if not dist.is_initialized():
         dist.init_process_group(backend=backend)
-    return DistContext(rank, local_rank, world_size, backend), device
+    # Every rank creates it, in the same order: a collective of its own.
+    control_group = dist.new_group(backend="gloo") if backend != "gloo" else None
+    return DistContext(rank, local_rank, world_size, backend, control_group), device
 
 
 def shutdown_distributed(finished: bool = True) -> None:
@@ -172,34 +184,59 @@ def wrap_for_data_parallel(
     return DistributedDataParallel(module, device_ids=ids)
 
 
+# The signals that ask a run to stop: Ctrl-C, `kill` / `docker stop` / a scheduler's
+# pre-emption, and a closed terminal (an ssh session that drops).
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
 class StopRequest:
-    """Context manager that turns the first Ctrl-C (SIGINT) or SIGTERM into a flag,
-    ``requested``, which the training loop checks between iterations so it can save
-    a consistent checkpoint. A second Ctrl-C aborts at once (KeyboardInterrupt),
+    """Context manager that turns the first Ctrl-C (SIGINT), SIGTERM or SIGHUP into a
+    flag, ``requested``, which the training loop checks between iterations so it can
+    save a consistent checkpoint. A second Ctrl-C aborts at once (KeyboardInterrupt),
     except while ``saving`` is True: a checkpoint being written is never cut short.
 
-    Outside the main thread (where Python cannot install signal handlers) it does
-    nothing and ``requested`` stays False.
+    While ``at_once`` is True (the run's first step, which compiles with
+    train.compile: minutes, where `docker stop` waits 10 s), there is nothing to save
+    yet that the run does not have already: a signal stops the run at once, Ctrl-C as
+    KeyboardInterrupt and the others as `data.staging.Terminated` (exit status 128 +
+    the signal), and the run's cleanup leaves a new run's folder empty
+    (`training.run_folder`).
+
+    A signal that is ignored when the block begins (``nohup`` ignores SIGHUP, a shell
+    script's background job SIGINT) stays ignored. Outside the main thread (where
+    Python cannot install signal handlers) it does nothing and ``requested`` stays
+    False.
 
     Attributes:
         requested: a stop was asked for.
         signum: the signal that asked (for the exit status 128 + signum), or None.
         saving: set by the loop around the final save.
+        at_once: set by the loop around the run's first step.
     """
 
     def __init__(self):
         self.requested = False
         self.signum = None
         self.saving = False
+        self.at_once = False
         self._previous = {}
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
+            for sig in STOP_SIGNALS:
+                if signal.getsignal(sig) != signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum, frame) -> None:
+        if self.at_once and not self.requested:
+            name = signal.Signals(signum).name
+            print(f"\n{name} during the first step: stopping at once", file=sys.stderr, flush=True)
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Terminated(signum)
         if self.requested:
             if self.saving:
                 print("\nstill saving the checkpoint; please wait", file=sys.stderr, flush=True)
@@ -221,23 +258,20 @@ class StopRequest:
             signal.signal(sig, handler)
         self._previous.clear()
 
-    def agreed(self, ctx: DistContext, step: int, every: int, device: torch.device) -> bool:
-        """Whether to stop before the next step. A single process checks its own flag
-        every step; data-parallel ranks agree (any rank stopping stops all) every
-        ``every`` steps, so that they all leave the loop at the same step.
+    def agreed(self, ctx: DistContext) -> bool:
+        """Whether to stop before the next step. A single process reads its own flag;
+        data-parallel ranks agree, any rank stopping stops all, so that they all leave
+        the loop at the same step. Called before every step: in a process group, by
+        every rank (a collective on the host, see the module docstring).
 
         Args:
             ctx: this process's place in the job.
-            step: optimizer steps done.
-            every: how often ranks compare flags (the log interval).
-            device: where the collective's tensor lives.
         """
         if not ctx.enabled:
             return self.requested
-        if step % every:
-            return False
-        flag = torch.tensor(float(self.requested), device=device)
-        return bool(all_reduce(flag, ctx, op=dist.ReduceOp.MAX))
+        flag = torch.tensor([float(self.requested)])  # on the host, for the gloo group
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=ctx.control_group)
+        return bool(flag.item())
 
 
 class NonFiniteLossError(RuntimeError):

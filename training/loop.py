@@ -35,6 +35,7 @@ was.
 import contextlib
 import copy
 import dataclasses
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from data import BatchSampler, prepare_corpus
+from data.staging import signals_raise
 from model import GPT, GPTConfig
 from model.checkpoint import BEST_NAME, CKPT_NAME, load_checkpoint, save_checkpoint
 from training.checkpoint import (
@@ -51,6 +53,7 @@ from training.checkpoint import (
     check_corpus_on_resume,
     check_resume,
     checkpoint_contents,
+    corpus_changes,
     corpus_record,
     restore_training_state,
     seed_everything,
@@ -59,6 +62,7 @@ from training.checkpoint import (
 )
 from training.config import RunConfig
 from training.distributed import init_distributed, shutdown_distributed, wrap_for_data_parallel
+from training.environment import ENVIRONMENT_KEY, environment_note, environment_record
 from training.evaluate import Evaluator, WholeSplitStopped
 from training.optim import WeightAverage, build_optimizer
 from training.precision import (
@@ -70,7 +74,7 @@ from training.precision import (
 )
 from training.report import Reporter, TrainResult, start_lines
 from training.run_folder import RunFolder
-from training.run_writer import TensorBoardViews, tensorboard_line
+from training.run_writer import TensorBoardViews, hparams_resume_note, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
 
 
@@ -171,12 +175,19 @@ class Trainer:
             check_resume(ckpt, cfg, self.corpus.tokenizer.chars, resume_path) if ckpt else []
         )
         self.corpus_record = corpus_record(self.corpus)  # saved in ckpt.pt
-        self.corpus_notes = []
+        self.environment = environment_record(self.device)  # saved in ckpt.pt, too
+        # The resume's torch, device and threads against the checkpoint's.
+        self.environment_note = environment_note(
+            ckpt.get(ENVIRONMENT_KEY) if ckpt else None, self.environment
+        )
+        self.corpus_notes, corpus_changed = [], False
         if ckpt:
             accept = tc.accept_changed_corpus
             self.corpus_notes = check_corpus_on_resume(
                 ckpt, self.corpus_record, accept, resume_path
             )
+            saved_record = ckpt.get(CORPUS_KEY)
+            corpus_changed = bool(saved_record and corpus_changes(saved_record, self.corpus_record))
         tc.lr_decay_iters, self.schedule_note = resolve_schedule_length(
             tc,
             ckpt["config"]["train"]["lr_decay_iters"] if ckpt else None,
@@ -209,10 +220,13 @@ class Trainer:
                 ckpt, self.model, self.average, self.optimizer, self.sampler, dist, self.device
             )
             self.result.iter_num = ckpt["iter_num"]
-            self.result.best_val_loss = ckpt["best_val_loss"]
+            # On a changed corpus (accepted) the old split's losses do not compare: the
+            # best, and best.pt, are judged again on the split as it is now.
+            self.result.best_val_loss = math.inf if corpus_changed else ckpt["best_val_loss"]
         skipped_before = restore_loss_scaling(ckpt, self.scaler) if ckpt else 0
         if self.precision.loss_scaling:
             self.report.skipped_steps = SkippedSteps(self.device, skipped_before)
+        self.saved_step = None  # the step of the last ckpt.pt this run wrote
         self.evaluator = Evaluator(self.corpus, cfg, dist, self.device, self.autocast)
         self.report.views = TensorBoardViews(
             cfg, self.corpus.tokenizer, self.corpus.val_ids, self.autocast
@@ -230,7 +244,7 @@ class Trainer:
         self.model.train()
         with contextlib.closing(self), report.training(start, self.opening_lines(start)):
             for step in range(start, tc.max_iters):
-                if report.stop_requested(step):
+                if report.stop_requested():
                     break
                 with report.timing(step):  # the first step (it compiles) is timed apart
                     loss, grad_norm, lr = self.train_step(step)
@@ -242,7 +256,8 @@ class Trainer:
                 self.evaluate_whole_split()
             if result.interrupted:
                 with report.saving_stopped_run():
-                    self.save()
+                    if self.saved_step != result.iter_num:  # a stop right after a save
+                        self.save()
             report.end()
         return result
 
@@ -299,8 +314,10 @@ class Trainer:
         """What the run says before its first step, from step ``start``: notes on the
         corpus, the schedule, the evaluation batch and TensorBoard, the settings a
         resume changed, and the start line (see `training.report.start_lines`)."""
-        notes = [*self.corpus_notes, *schedule_notices(self.cfg.train)]
+        notes = [*self.corpus_notes, self.environment_note, *schedule_notices(self.cfg.train)]
         notes += [self.schedule_note, self.evaluator.note, tensorboard_line(self.cfg)]
+        if start and self.dist.is_main:  # what HPARAMS will show beside this stretch
+            notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))
         n_params, tokens = self.model.num_params(), self.report.tokens_per_step
         return start_lines(
             self.cfg,
@@ -354,11 +371,11 @@ class Trainer:
         )
         state |= loss_scaling_state(self.scaler, self.report.skipped_steps)
         if self.dist.is_main:
-            save_checkpoint(
-                {**contents, **state, CORPUS_KEY: self.corpus_record}, self.out_dir / CKPT_NAME
-            )
+            record = {CORPUS_KEY: self.corpus_record, ENVIRONMENT_KEY: self.environment}
+            save_checkpoint({**contents, **state, **record}, self.out_dir / CKPT_NAME)
             if best:
                 save_checkpoint(contents, self.out_dir / BEST_NAME)
+        self.saved_step = r.iter_num
 
     def evaluate_whole_split(self) -> None:
         """Score the whole validation split once, at the end of training, and report it
@@ -379,11 +396,17 @@ class Trainer:
 
     def close(self, started: bool = True) -> None:
         """Release the run folder (its lock is also released when the process ends;
-        ``started=False`` after a failed start also removes what the start created);
-        under DDP, drop the DistributedDataParallel wrapper, whose gradient reducer
-        must be gone before the process group is destroyed; and put back the
-        process-wide settings the run changed (torch's deterministic algorithms)."""
-        self.folder.release(started)
+        after a failed start, or a new run's end without a checkpoint, this also removes
+        what the run wrote: see `training.run_folder`); under DDP, drop the
+        DistributedDataParallel wrapper, whose gradient reducer must be gone before the
+        process group is destroyed; and put back the process-wide settings the run
+        changed (torch's deterministic algorithms)."""
+        removed = self.folder.release(started)
+        if removed:
+            self.report.say(
+                f"no checkpoint was written: removed {', '.join(removed)} from "
+                f"{self.out_dir}, so the same command starts the run afresh"
+            )
         if isinstance(getattr(self, "train_model", None), DistributedDataParallel):
             self.train_model = self.fast_model
         self.scope.close()
@@ -398,11 +421,16 @@ def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
     and of the training split are evaluated (nats and bits per character), ``ckpt.pt``
     is written (and ``best.pt`` when validation improves). When training ends, the
     whole validation split is evaluated once (train.final_full_eval).
-    Ctrl-C or SIGTERM saves ``ckpt.pt`` and returns with ``interrupted=True``.
+    Ctrl-C or SIGTERM during training saves ``ckpt.pt`` at the end of the step and
+    returns with ``interrupted=True``. Before training begins (preparing the corpus,
+    building the model, loading a checkpoint), they stop the run at once, and a new
+    run leaves nothing behind (`training.run_folder`): KeyboardInterrupt for Ctrl-C,
+    `data.staging.Terminated` (a SystemExit with status 128 + the signal number) for
+    SIGTERM and SIGHUP, whose default action would end the process with no cleanup.
 
     The run ends with a line splitting its wall time (compiling, steps, evaluation,
     samples and heatmaps, checkpoints, ...; see `training.report.RunClock`), also
-    logged to TensorBoard (time/...). ``clock``: the time source of that split.
+    logged to TensorBoard (wall_time/...). ``clock``: the time source of that split.
 
     Returns:
         A `TrainResult`.
@@ -411,11 +439,14 @@ def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
         ConfigError, data.CorpusError, model.checkpoint.CheckpointError: bad input,
             before any training (see `Trainer`).
         NonFiniteLossError: if the loss becomes NaN or infinite.
+        data.staging.Terminated: on SIGTERM or SIGHUP before training begins.
     """
     trainer, finished = None, False
     try:
-        trainer = Trainer(cfg, clock)
-        result = trainer.run()
+        # Until the loop's stop request takes the signals over (and again after it).
+        with signals_raise("a new run leaves nothing behind"):
+            trainer = Trainer(cfg, clock)
+            result = trainer.run()
         finished = True
         return result
     finally:

@@ -56,7 +56,7 @@ from training.distributed import DistContext, NonFiniteWatch, StopRequest, all_r
 from training.precision import SkippedSteps
 from training.run_writer import RunWriter, TensorBoardViews
 
-# In the order the split is printed and logged (TensorBoard: time/<part>_seconds).
+# In the order the split is printed and logged (TensorBoard: wall_time/<part>_seconds).
 PARTS = ("setup", "compile", "steps", "data", "eval", "views", "checkpoints", "other")
 LABELS = {"views": "samples+heatmaps"}  # how the end-of-run line names a part
 FIRST_STEP = "first_step"  # the first training step's time, split by `split`
@@ -464,16 +464,16 @@ class Reporter:
         file (rank 0) with the run's hyperparameters, says ``lines``, starts the clock
         on ``steps`` and the throughput, and installs the stop request; afterwards
         removes it and closes the bar and the event file."""
-        if self.dist.is_main:
-            # On resume, drop events a stopped run may have logged after its checkpoint.
-            self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
-            self.writer.hyperparameters(self.cfg.to_dict())
-        for line in lines:
-            self.say(line)
-        self.first_step, self.started = start, time.perf_counter()
-        self.throughput = Throughput(self.tokens_per_step, start)
-        self.clock.switch("steps")
-        try:
+        try:  # the event file and its writer thread are closed however this ends
+            if self.dist.is_main:
+                # On resume, drop events a stopped run may have logged after its checkpoint.
+                self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
+                self.writer.hyperparameters(self.cfg.to_dict())
+            for line in lines:
+                self.say(line)
+            self.first_step, self.started = start, time.perf_counter()
+            self.throughput = Throughput(self.tokens_per_step, start)
+            self.clock.switch("steps")
             with self.stop:
                 yield
         finally:
@@ -481,19 +481,29 @@ class Reporter:
             if self.writer is not None:
                 self.writer.close()
 
-    def stop_requested(self, step: int) -> bool:
-        """Whether to stop before 0-based ``step`` (Ctrl-C or SIGTERM; data-parallel ranks
-        agree, see `StopRequest.agreed`); if so, the result says the run was
-        interrupted, and by which signal."""
-        if not self.stop.agreed(self.dist, step, self.cfg.train.log_interval, self.device):
+    def stop_requested(self) -> bool:
+        """Whether to stop before the next step (Ctrl-C or SIGTERM; data-parallel ranks
+        agree at every step, see `StopRequest.agreed`); if so, the result says the run
+        was interrupted, and by which signal."""
+        if not self.stop.agreed(self.dist):
             return False
         self.result.interrupted, self.result.signal = True, self.stop.signum
         return True
 
     def timing(self, step: int) -> contextlib.AbstractContextManager:
         """The ``with`` block of training step ``step`` (0-based): the run's first, which
-        compiles with train.compile, is timed apart (see `RunClock.split`)."""
-        return self.clock.first_step() if step == self.first_step else contextlib.nullcontext()
+        compiles with train.compile, is timed apart (see `RunClock.split`), and a
+        signal during it stops the run at once (`StopRequest.at_once`)."""
+        return self._first_step_block() if step == self.first_step else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def _first_step_block(self) -> Iterator[None]:
+        self.stop.at_once = True
+        try:
+            with self.clock.first_step():
+                yield
+        finally:
+            self.stop.at_once = False
 
     def log(self, step: int, loss: torch.Tensor, lr: float, grad_norm: torch.Tensor) -> None:
         """After optimizer step ``step`` (1-based: steps done): record on the device
@@ -598,7 +608,7 @@ class Reporter:
         return self.clock.split(steps_after_first, compiled=self.cfg.train.compile)
 
     def end(self) -> None:
-        """The run's last word: its time split, kept in the result, logged (time/...) and
+        """The run's last word: its time split, kept in the result, logged (wall_time/...) and
         said in one line."""
         self.clock.switch("other")
         if self.skipped_steps is not None:

@@ -13,14 +13,27 @@ runs, or a new run and an old one, from spoiling each other's files.
 - One run at a time: an exclusive lock on ``.lock``, released when the process ends.
 - A start that fails on bad input leaves nothing behind: the folders and the lock it
   created are removed again.
+- So does a new run that ends before writing a checkpoint (an error, a crash on the
+  first step, a second Ctrl-C): its config.yaml and event files, with nothing to
+  resume from, would only make the same command refuse the folder as "an earlier
+  run's". A run stopped by Ctrl-C or SIGTERM writes a checkpoint, and keeps it all.
 """
 
+import shlex
 from pathlib import Path
 
 import yaml
 
-from model.checkpoint import BEST_NAME, CKPT_NAME, CONFIG_NAME, LOCK_NAME, run_in_progress
-from training.config import ConfigError
+from data.sources import shown
+from model.checkpoint import (
+    BEST_NAME,
+    CKPT_NAME,
+    CONFIG_NAME,
+    LOCK_NAME,
+    run_in_progress,
+    temporary_path,
+)
+from training.config import SHIPPED_CONFIGS, ConfigError
 
 
 def run_files(out_dir: Path) -> list[Path]:
@@ -49,19 +62,22 @@ class RunFolder:
 
     Raises:
         ConfigError: if a new run would overwrite an earlier run's files, a resume
-            finds no checkpoint, the folder cannot be created, or another run holds it.
+            finds no checkpoint, the folder cannot be created, another run holds it,
+            or its path is not UTF-8.
     """
 
     def __init__(self, out_dir: Path, resume: bool, overwrite: bool, lock: bool = True):
         self.out_dir = Path(out_dir)
         self.overwrite = overwrite
+        _check_utf8_name(self.out_dir)
         # A run still before its first checkpoint has left files that look like an
         # earlier run's: say that it is running, not that it may be overwritten.
         if lock and run_in_progress(self.out_dir):
             raise ConfigError(self._held_message())
         self.resume_path = self._check(resume, overwrite)
-        # What this run made, removed again if it fails to start.
+        # What this run made, removed again if it fails to start (or to save).
         self._made_lock_file = False
+        self._wrote_files = False  # config.yaml and the event files: see `start`
         self._made_folders: list[Path] = []  # innermost first, the order to remove them
         self._lock = self._take_lock() if lock else None
 
@@ -80,8 +96,12 @@ class RunFolder:
             raise ConfigError(
                 f"{self.out_dir} already holds {what} "
                 f"({', '.join(p.name for p in existing[:3])}). "
-                + ("Continue it with train.resume=true, " if ckpt_path.is_file() else "")
-                + "choose another out_dir=..., or replace it with train.overwrite=true"
+                + (
+                    "Continue it with train.resume=true, choose"
+                    if ckpt_path.is_file()
+                    else "Choose"
+                )
+                + " another out_dir=..., or replace it with train.overwrite=true"
             )
         return None
 
@@ -120,6 +140,10 @@ class RunFolder:
             lock.close()
             self._made_lock_file, self._made_folders = False, []  # the other run's
             raise ConfigError(self._held_message()) from None
+        # The folder is this run's now: a save cut short by SIGKILL or a power cut
+        # left its temporary file, as large as a checkpoint, which nothing else removes.
+        for name in (CKPT_NAME, BEST_NAME):
+            temporary_path(self.out_dir / name).unlink(missing_ok=True)
         return lock
 
     def _held_message(self) -> str:
@@ -135,17 +159,31 @@ class RunFolder:
         if self.overwrite and self.resume_path is None:
             for old in run_files(self.out_dir):
                 old.unlink()
+        self._wrote_files = self.resume_path is None  # from here on, all of run_files
         (self.out_dir / CONFIG_NAME).write_text(
             yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True), encoding="utf-8"
         )
 
-    def release(self, started: bool = True) -> None:
-        """Let go of the lock. If the run never started (bad input), also remove the
-        lock file and the folders that this run created, so that it leaves nothing."""
-        if self._lock is not None:
+    def release(self, started: bool = True) -> list[str]:
+        """Let go of the lock. If the run never started (bad input), or is a new run
+        that ends without a checkpoint, also remove what it made: its config.yaml and
+        event files, the lock file and the folders it created, so that it leaves
+        nothing (the module docstring says why).
+
+        Returns:
+            The names of the run files removed (config.yaml, events.out.tfevents.*).
+        """
+        held = self._lock is not None
+        if held:
             self._lock.close()
             self._lock = None
-        if not started:
+        removed = []
+        unsaved = self.resume_path is None and not (self.out_dir / CKPT_NAME).exists()
+        if held and (not started or unsaved):
+            if self._wrote_files:  # a new run's: every run file there is this run's
+                for path in run_files(self.out_dir):
+                    path.unlink(missing_ok=True)
+                    removed.append(path.name)
             if self._made_lock_file:
                 (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
             for folder in self._made_folders:
@@ -153,4 +191,96 @@ class RunFolder:
                     folder.rmdir()
                 except OSError:
                     break  # not empty: something else is in there now
-        self._made_lock_file, self._made_folders = False, []
+        self._made_lock_file, self._made_folders, self._wrote_files = False, [], False
+        return removed
+
+
+def _check_utf8_name(out_dir: Path) -> None:
+    """Refuse a run folder whose path holds bytes that are not UTF-8 (which Python
+    keeps as lone surrogates): TensorBoard's event writer encodes its file name as
+    UTF-8 and would fail once training has begun.
+
+    Raises:
+        ConfigError: naming the path with the bytes shown as escapes.
+    """
+    try:
+        str(out_dir).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"out_dir={shown(out_dir)} holds bytes that are not UTF-8, and TensorBoard's "
+            "event files cannot be written under such a name: choose an out_dir spelt in "
+            "UTF-8"
+        ) from None
+
+
+# What a training command needs where nothing says which recipe or corpus a folder is for.
+RECIPE_PLACEHOLDER, TEXT_PLACEHOLDER = "RECIPE", "TEXT"
+
+
+def _from_here(path: Path) -> str:
+    """``path`` relative to the current folder where it lies under it, for a command
+    to type here; quoted for the shell where it needs it."""
+    try:
+        path = path.resolve().relative_to(Path.cwd().resolve())
+    except (OSError, ValueError):
+        pass
+    return shlex.quote(str(path))
+
+
+def training_command(folder: str | Path, *settings: str) -> str:
+    """The train.py command that trains the run of ``folder`` (again), with
+    ``settings`` (``section.key=value``; an ``out_dir=`` among them sends it elsewhere)
+    added: the way a hint that suggests training names the right model.
+
+    - The folder holds a run's config.yaml: that config, ``--config <folder>/config.yaml``
+      (what the run was given, out_dir included), with ``train.resume=false`` if it
+      had resumed, and ``out_dir=<folder>`` if the folder has moved since.
+    - Else, the folder is the default out_dir of a shipped recipe (``runs/<stem>``
+      from here, for ``configs/<stem>.yaml``): that recipe.
+    - Else nothing says which model the folder is for: the command has placeholders,
+      RECIPE and TEXT, and a sentence saying what to put there.
+
+    Returns:
+        The command, or the command followed by ", with RECIPE ..." where the user
+        must supply parts.
+    """
+    folder = Path(folder)
+    given = {s.split("=", 1)[0] for s in settings}
+    config = _read_config(folder / CONFIG_NAME)
+    if config is not None:
+        words = ["--config", _from_here(folder / CONFIG_NAME)]
+        train = config.get("train") if isinstance(config.get("train"), dict) else {}
+        if train.get("resume") is True and "train.resume" not in given:
+            words.append("train.resume=false")
+        recorded = config.get("out_dir")
+        moved = not isinstance(recorded, str) or not _same_folder(Path(recorded), folder)
+        if moved and "out_dir" not in given:
+            words.append(f"out_dir={_from_here(folder)}")
+        return " ".join(["python train.py", *words, *settings])
+    recipe = SHIPPED_CONFIGS / f"{folder.name}.yaml"
+    if recipe.is_file() and _same_folder(Path("runs") / folder.name, folder):
+        return " ".join(["python train.py", "--config", _from_here(recipe), *settings])
+    out_dir = [] if "out_dir" in given else [f"out_dir={_from_here(folder)}"]
+    example = _from_here(SHIPPED_CONFIGS / "shakespeare_char_cpu.yaml")
+    words = ["--config", RECIPE_PLACEHOLDER, f"data.path={TEXT_PLACEHOLDER}", *out_dir]
+    return (
+        " ".join(["python train.py", *words, *settings])
+        + f", with {RECIPE_PLACEHOLDER} the recipe you mean (e.g. {example}) and "
+        f"{TEXT_PLACEHOLDER} your corpus (leave data.path out for Tiny Shakespeare)"
+    )
+
+
+def _read_config(path: Path) -> dict | None:
+    """A run's config.yaml as a mapping, or None if it is missing or unreadable."""
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False

@@ -4,23 +4,26 @@ evaluation what the model writes and where it looks.
 
 The scalars: `RunWriter`, rank 0's event writer, one method per moment of the run.
 
-The HParams table: once at the start, the run's hyperparameters (its resolved config,
-flattened) and the experiment (which hyperparameters and metrics the table has),
-written in the run's own folder with TensorBoard's hparams API. Declaring the metrics
-fixes their order and names: TensorBoard ticks the first five columns by default, and
-without a declaration it orders the scalars alphabetically, which puts train/* first
-and leaves the validation metrics unticked. Every run writes the same declaration
-(the plugin reads one of them). A hyperparameter is marked as "differs" when this
-run's value is not the project default, so the table's default columns show what the
-run changed. torch's ``SummaryWriter.add_hparams`` is not used: it writes to a
-sub-folder, a second "run" per run. TensorBoard's own ``hparams.summary`` helpers need
-TensorFlow, so the summaries are built here from the plugin's protocol buffers.
+The HParams table: at the start of each run (and of each resumed stretch), the run's
+hyperparameters (its resolved config, flattened, without the settings of where and
+how it runs) as a session-start summary in the run's own folder, written from the
+hparams plugin's protocol buffers (TensorBoard's own ``hparams.summary`` helpers need
+TensorFlow; torch's ``SummaryWriter.add_hparams`` writes to a sub-folder, a second
+"run" per run). No experiment summary is written: TensorBoard reads one for the whole
+logdir, from whichever run it finds first, so a summary written by each run declared
+"differs" for its own values only (tensorboard#6965, #5596). Without one, TensorBoard
+builds the table from every run's hyperparameters, flags those that differ between
+the runs it shows, ticks the first five of them, and takes the metrics from the
+runs' scalars in tag order, ticking the first five: loss/train and loss/val first
+(`viz.run_events`). TensorBoard keeps a run's
+first hyperparameters: a resumed run that changed some says so at its start
+(`hparams_resume_note`).
 
 The views (`TensorBoardViews`), at each evaluation:
 
     samples/fixed_prompt   TEXT    train.sample_tokens characters continuing
                                    train.sample_prompt, sampled with the run's seed
-    attention/layer_<l>    IMAGES  layer l's heads side by side, for
+    attention/layer_<l>    IMAGES  layer l's heads in a near-square grid, for
                                    train.attention_prompt (at every evaluation, or
                                    every train.attention_interval steps)
 
@@ -49,8 +52,9 @@ import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 from tensorboard.compat.proto.summary_pb2 import Summary
-from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+from tensorboard.plugins.hparams import metadata, plugin_data_pb2
 from torch.utils.tensorboard import SummaryWriter
 
 from data.escapes import unescape
@@ -61,11 +65,13 @@ from model.engine import generate
 from model.sampling import Sampling
 from model.scoring import nats_to_bits
 from training.config import RunConfig, flatten, keys_marked
-from viz.attention_plot import attention_grid_figure
+from viz.attention_plot import attention_grid_figure, square_heads_per_row
 from viz.attention_weights import prompt_attention
 from viz.fonts import text_font
 from viz.run_events import (
     ATTENTION_IMAGE,
+    LOSS_TRAIN,
+    LOSS_VAL,
     SAMPLE_TEXT,
     TIME_PART,
     TIME_WALL,
@@ -96,22 +102,6 @@ SAMPLE_TOP_K = 40
 # evaluation of a run of up to that many (a longer run's command names its own number).
 KEPT_EVALUATIONS = 1000
 DEFAULT_KEPT_SCALARS = 1000  # TensorBoard's own limit for a scalar tag
-
-# The HParams table's metric columns, in order, with their display names. TensorBoard
-# ticks the first five by default, so the validation metrics come first.
-HPARAMS_METRICS = {
-    VAL_LOSS: "val loss (nats/char)",
-    VAL_BPC: "val bits/char",
-    VAL_BEST_LOSS: "best val loss (nats/char)",
-    TRAIN_EVAL_LOSS: "train-sample loss (nats/char)",
-    TRAIN_LOSS: "last batch loss (nats/char)",
-    TRAIN_EVAL_BPC: "train-sample bits/char",
-    TRAIN_LR: "learning rate",
-    TRAIN_GRAD_NORM: "gradient norm",
-    TRAIN_TOKENS_PER_SEC: "tokens/s",
-    VAL_FULL_LOSS: "whole val split loss (nats/char)",
-    VAL_FULL_BPC: "whole val split bits/char",
-}
 
 
 def tensorboard_command(logdir: str | Path = "runs", evaluations: int = 0, logged: int = 0) -> str:
@@ -157,10 +147,8 @@ class RunWriter:
         self.writer = SummaryWriter(str(out_dir), purge_step=purge_step)
 
     def hyperparameters(self, config: dict) -> None:
-        """The run's resolved config (``RunConfig.to_dict()``) for the HParams tab,
-        with HPARAMS_METRICS declared as its metrics."""
-        for summary in hparams_summaries(config, HPARAMS_METRICS):
-            self.writer.file_writer.add_summary(summary)
+        """The run's resolved config (``RunConfig.to_dict()``) for the HParams tab."""
+        self.writer.file_writer.add_summary(session_start_summary(config))
 
     def training_step(
         self,
@@ -175,6 +163,7 @@ class RunWriter:
         clipping, throughput in tokens per second, and with loss scaling (float16) the
         steps it has skipped since the run began (None: no loss scaling)."""
         self.writer.add_scalar(TRAIN_LOSS, loss, step)
+        self.writer.add_scalar(LOSS_TRAIN, loss, step)
         self.writer.add_scalar(TRAIN_LR, lr, step)
         self.writer.add_scalar(TRAIN_GRAD_NORM, grad_norm, step)
         self.writer.add_scalar(TRAIN_TOKENS_PER_SEC, tokens_per_sec, step)
@@ -185,6 +174,7 @@ class RunWriter:
         """An evaluation's losses, in nats/char (bits/char derived), and the best
         validation loss so far; flushed, so TensorBoard shows them at once."""
         self.writer.add_scalar(VAL_LOSS, val_loss, step)
+        self.writer.add_scalar(LOSS_VAL, val_loss, step)
         self.writer.add_scalar(VAL_BPC, nats_to_bits(val_loss), step)
         self.writer.add_scalar(TRAIN_EVAL_LOSS, train_loss, step)
         self.writer.add_scalar(TRAIN_EVAL_BPC, nats_to_bits(train_loss), step)
@@ -236,61 +226,92 @@ def hyperparameters(config: dict) -> dict:
     }
 
 
-def _data_type(value) -> int:
-    if isinstance(value, bool):  # before int: bool is an int subclass
-        return api_pb2.DATA_TYPE_BOOL
-    if isinstance(value, (int, float)):
-        return api_pb2.DATA_TYPE_FLOAT64
-    return api_pb2.DATA_TYPE_STRING
-
-
-def _summary(tag: str, content: plugin_data_pb2.HParamsPluginData) -> Summary:
+def session_start_summary(config: dict) -> Summary:
+    """The hparams plugin's session-start summary of one run: its hyperparameters
+    (`hyperparameters` of ``config``, the run's ``RunConfig.to_dict()``), to write with
+    ``writer.file_writer.add_summary``."""
+    session = plugin_data_pb2.SessionStartInfo(start_time_secs=time.time())
+    for name, value in hyperparameters(config).items():
+        value = stored_value(value)
+        if isinstance(value, bool):
+            session.hparams[name].bool_value = value
+        elif isinstance(value, float):
+            session.hparams[name].number_value = value
+        else:
+            session.hparams[name].string_value = value
+    content = plugin_data_pb2.HParamsPluginData(session_start_info=session)
     value = Summary.Value(
-        tag=tag, metadata=metadata.create_summary_metadata(content), tensor=metadata.NULL_TENSOR
+        tag=metadata.SESSION_START_INFO_TAG,
+        metadata=metadata.create_summary_metadata(content),
+        tensor=metadata.NULL_TENSOR,
     )
     return Summary(value=[value])
 
 
-def hparams_summaries(config: dict, metrics: dict[str, str]) -> list[Summary]:
-    """The experiment and session-start summaries for one run.
+def stored_value(value) -> bool | float | str:
+    """A hyperparameter as the session-start summary holds it: a bool, a number (as a
+    float), or text."""
+    if isinstance(value, bool):  # before int: bool is an int subclass
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    return str(value)
+
+
+def first_hyperparameters(out_dir: Path, looked_at: int = 20) -> dict | None:
+    """The hyperparameters of the run in ``out_dir`` as TensorBoard's HParams tab shows
+    them: the session-start summary of its oldest event file (the run's first start;
+    TensorBoard keeps a tag's first summary). None if there is none to read.
 
     Args:
-        config: the run's resolved config (``RunConfig.to_dict()``).
-        metrics: {scalar tag: display name}, in the order the table should show them.
-
-    Returns:
-        [experiment summary, session start summary], to write with
-        ``writer.file_writer.add_summary``.
+        looked_at: events read from the start of that file (the summary is among the
+            first two a run writes).
     """
-    values = hyperparameters(config)
-    defaults = hyperparameters(RunConfig().to_dict())
-    hparam_infos = [
-        api_pb2.HParamInfo(name=name, type=_data_type(value), differs=value != defaults.get(name))
-        for name, value in values.items()
+    files = sorted(Path(out_dir).glob("events.out.tfevents*"))
+    if not files:
+        return None
+    try:
+        for number, event in enumerate(EventFileLoader(str(files[0])).Load()):
+            for value in event.summary.value:
+                if value.tag == metadata.SESSION_START_INFO_TAG:
+                    info = metadata.parse_session_start_info_plugin_data(
+                        value.metadata.plugin_data.content
+                    )
+                    return {
+                        name: getattr(v, v.WhichOneof("kind")) for name, v in info.hparams.items()
+                    }
+            if number >= looked_at:
+                break
+    except (OSError, ValueError):  # an unreadable file: nothing to compare with
+        return None
+    return None
+
+
+def hparams_resume_note(out_dir: Path, config: dict) -> str:
+    """What a resumed run says about TensorBoard's HParams tab when its hyperparameters
+    (``config``: the run's ``RunConfig.to_dict()``) differ from those the run first
+    started with, which the tab keeps (`first_hyperparameters`); "" when none do."""
+    first = first_hyperparameters(out_dir)
+    if not first:
+        return ""
+
+    def shown(value) -> str:
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    changed = [
+        f"{name}={shown(first[name])}"
+        for name, value in hyperparameters(config).items()
+        if name in first and first[name] != stored_value(value)
     ]
-    metric_infos = [
-        api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag), display_name=display)
-        for tag, display in metrics.items()
-    ]
-    now = time.time()
-    experiment = api_pb2.Experiment(
-        time_created_secs=now, hparam_infos=hparam_infos, metric_infos=metric_infos
+    if not changed:
+        return ""
+    return (
+        "note: TensorBoard's HPARAMS tab keeps the hyperparameters this run first started "
+        f"with: its row will show {', '.join(changed)} beside the metrics logged from here "
+        "on (SCALARS' train/lr shows each step's learning rate)"
     )
-    session = plugin_data_pb2.SessionStartInfo(start_time_secs=now)
-    for name, value in values.items():
-        if isinstance(value, bool):  # before int: bool is an int subclass
-            session.hparams[name].bool_value = value
-        elif isinstance(value, (int, float)):
-            session.hparams[name].number_value = value
-        else:
-            session.hparams[name].string_value = str(value)
-    return [
-        _summary(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment)),
-        _summary(
-            metadata.SESSION_START_INFO_TAG,
-            plugin_data_pb2.HParamsPluginData(session_start_info=session),
-        ),
-    ]
 
 
 class PromptFallbackWarning(UserWarning):
@@ -456,7 +477,8 @@ class TensorBoardViews:
         return self.tokenizer.decode(out[0].tolist())
 
     def attention_images(self, model: GPT, step: int) -> list[np.ndarray]:
-        """One heatmap image per layer for the attention prompt, heads side by side.
+        """One heatmap image per layer for the attention prompt, its heads in a near-square
+        grid (`square_heads_per_row`).
 
         Returns:
             n_layer arrays, each (H, W, 3) uint8.
@@ -470,6 +492,9 @@ class TensorBoardViews:
                 layers=[layer],
                 font=self.font,
                 title=f"step {step}: {self.attention_prompt!r}",
+                # A card shows the whole image at its width: a square grid shows it
+                # largest (four heads side by side came out a strip).
+                heads_per_row=square_heads_per_row(weights.size(1)),
             )
             images.append(figure_to_rgb(fig))
         return images

@@ -9,20 +9,23 @@ def learning_rate_at(
 ) -> float:
     """Learning rate for optimizer step ``step`` (0-based).
 
-    Linear warmup from learning_rate / (warmup_iters + 1) to learning_rate over
-    ``warmup_iters`` steps, then half a cosine from learning_rate down to min_lr at
-    ``lr_decay_iters``, then min_lr (SGDR, Loshchilov & Hutter 2017, without restarts).
-    Depends only on these arguments, never on where a run stops, so a resumed run
-    follows the same curve.
+    Linear warmup from learning_rate / (warmup_iters + 1) at step 0 to learning_rate
+    at step ``warmup_iters``, then half a cosine down to min_lr at step
+    ``lr_decay_iters - 1``, the schedule's last step, then min_lr (SGDR, Loshchilov &
+    Hutter 2017, without restarts). A run of ``lr_decay_iters`` steps (the default:
+    max_iters) thus takes its last optimizer step at min_lr; a decay of one step
+    (warmup_iters = lr_decay_iters - 1) is that step, at min_lr. Depends only on these
+    arguments, never on where a run stops, so a resumed run follows the same curve.
 
     Returns:
         The learning rate (same units as ``learning_rate``).
     """
     if step < warmup_iters:
         return learning_rate * (step + 1) / (warmup_iters + 1)
-    if step >= lr_decay_iters:
+    last = lr_decay_iters - 1  # the schedule's last step runs at min_lr
+    if step >= last:
         return min_lr
-    progress = (step - warmup_iters) / max(1, lr_decay_iters - warmup_iters)
+    progress = (step - warmup_iters) / (last - warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
 
@@ -37,20 +40,30 @@ def wsd_learning_rate_at(
     """Warmup-stable-decay ("trapezoidal") learning rate for step ``step`` (0-based).
 
     Linear warmup as in `learning_rate_at`, then constant at learning_rate, then a
-    linear warmdown to min_lr over the last ``warmdown_fraction`` of lr_decay_iters,
-    then min_lr (Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training
-    Beyond Fixed Training Durations").
+    linear warmdown over the last ``round(warmdown_fraction x lr_decay_iters)`` steps
+    of the schedule (none of them before the warmup's end): each of those steps runs
+    below learning_rate, and the last, step ``lr_decay_iters - 1``, at min_lr; then
+    min_lr (Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training Beyond
+    Fixed Training Durations").
     """
     if step < warmup_iters:
         return learning_rate * (step + 1) / (warmup_iters + 1)
-    if step >= lr_decay_iters:
+    if step >= lr_decay_iters - 1:
         return min_lr
-    warmdown_iters = max(1, round(warmdown_fraction * lr_decay_iters))
-    warmdown_start = max(warmup_iters, lr_decay_iters - warmdown_iters)
+    warmdown_start = warmdown_start_step(warmup_iters, lr_decay_iters, warmdown_fraction)
     if step < warmdown_start:
         return learning_rate
-    progress = (step - warmdown_start) / max(1, lr_decay_iters - warmdown_start)
+    # From learning_rate at the step before the warmdown to min_lr at its last step.
+    progress = (step - warmdown_start + 1) / (lr_decay_iters - warmdown_start)
     return learning_rate + progress * (min_lr - learning_rate)
+
+
+def warmdown_start_step(warmup_iters: int, lr_decay_iters: int, warmdown_fraction: float) -> int:
+    """The first step of the wsd warmdown (0-based): ``round(warmdown_fraction x
+    lr_decay_iters)`` steps (at least one) before the schedule's end, and not before
+    the warmup's end."""
+    warmdown_iters = max(1, round(warmdown_fraction * lr_decay_iters))
+    return max(warmup_iters, lr_decay_iters - warmdown_iters)
 
 
 def scheduled_learning_rate(step: int, cfg) -> float:
@@ -167,6 +180,9 @@ def schedule_notices(cfg) -> list[str]:
             f"{cfg.lr_decay_iters}, past train.max_iters={cfg.max_iters}; this run stops "
             f"before the decay ends (set train.lr_decay_iters={cfg.max_iters} to finish it)"
         )
+    cliff = steep_decay(cfg)
+    if cliff:
+        notes.append(cliff)
     if cfg.ema_decay > 0 and cfg.ema_start >= cfg.max_iters:
         # WeightAverage (training.optim) folds in weights only once steps > ema_start.
         notes.append(
@@ -175,3 +191,36 @@ def schedule_notices(cfg) -> list[str]:
             f"weights (set train.ema_start below {cfg.max_iters} to average)"
         )
     return notes
+
+
+# A decay that falls this many times faster than the warmup rose is noted as a cliff.
+STEEP_DECAY_RATIO = 4
+
+
+def steep_decay(cfg) -> str | None:
+    """A note when the run's learning rate falls from its warmup's height to min_lr in
+    a step or a few, far faster than it rose (fewer than warmup_iters /
+    STEEP_DECAY_RATIO steps), within the run; else None (``cfg``: TrainConfig with
+    lr_decay_iters resolved).
+
+    ``warmup_iters=19, lr_decay_iters=20`` is such a case: 0.001 at step 19, then
+    train.min_lr at step 20. Its steps are 1-based, as the run logs them.
+    """
+    warmup, decay = cfg.warmup_iters, cfg.lr_decay_iters
+    if warmup == 0 or decay > cfg.max_iters or cfg.min_lr >= cfg.learning_rate:
+        return None
+    falls_from = warmup  # the first step below the warmup's last (1-based: warmup + 1)
+    if cfg.lr_schedule == "wsd":
+        falls_from = warmdown_start_step(warmup, decay, cfg.warmdown_fraction)
+    falling = decay - falls_from  # steps from the last one at the top to min_lr
+    if falling <= 0 or falling * STEEP_DECAY_RATIO >= warmup:
+        return None
+    top = scheduled_learning_rate(falls_from - 1, cfg)
+    return (
+        f"note: the learning rate falls from {top:.2e} at step {falls_from} to "
+        f"train.min_lr={cfg.min_lr:.1e} at step {decay} ({falling} step"
+        f"{'s' if falling > 1 else ''}) after a warmup of {warmup} steps "
+        f"(train.warmup_iters={warmup}, schedule length train.lr_decay_iters={decay}): a "
+        f"cliff more than a decay. For a gradual one, shorten the warmup (e.g. "
+        f"train.warmup_iters={decay // 10}) or lengthen the schedule"
+    )

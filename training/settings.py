@@ -71,11 +71,16 @@ class TrainConfig:
         bounds="> 0",
     )
     learning_rate: float = setting(1e-3, "peak learning rate, reached after warmup", bounds="> 0")
-    min_lr: float = setting(1e-4, "learning rate at the end of the decay, in [0, learning_rate]")
+    min_lr: float = setting(
+        1e-4,
+        "learning rate of the schedule's last step (lr_decay_iters - 1) and after, "
+        "in [0, learning_rate]",
+    )
     warmup_iters: int = setting(100, "steps of linear warmup", bounds=">= 0")
     lr_decay_iters: int | None = setting(
         None,
-        "length of the schedule in steps; null: max_iters for a new run, and a resumed run "
+        "length of the schedule in steps, the last of which runs at min_lr; null: "
+        "max_iters for a new run, and a resumed run "
         "keeps the length it was first given (so extending a finished run continues at "
         "min_lr) unless this is given anew",
         bounds="> 0",
@@ -140,7 +145,8 @@ class TrainConfig:
         False,
         "with resume: go on even though the corpus differs from the one the checkpoint "
         "recorded (files added, removed or edited; a split's text); the run says so at its "
-        "start, and its checkpoints then record the new corpus",
+        "start, judges the best validation loss (best.pt) afresh on the new split, and its "
+        "checkpoints then record the new corpus",
         hyperparameter=False,
         resume_may_change=True,
     )

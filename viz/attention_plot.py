@@ -1,4 +1,5 @@
-"""Heatmaps of attention weights: one row of panels per layer, one column per head.
+"""Heatmaps of attention weights: one row of panels per layer, one column per head (or,
+with ``heads_per_row``, each layer's heads wrapped onto several rows).
 
 Each panel is a T x T image of one head: row i (the current character, the query)
 shows how much it attends to each column j (the character attended to, the key). The
@@ -33,6 +34,7 @@ def attention_grid_figure(
     layers: Sequence[int] | None = None,
     font: TextFont | None = None,
     title: str | None = None,
+    heads_per_row: int | None = None,
 ) -> Figure:
     """Draw a grid of attention heatmaps, layers down, heads across.
 
@@ -45,11 +47,16 @@ def attention_grid_figure(
         font: how to draw the characters; default `viz.fonts.text_font(text)`, which
             warns (MissingGlyphWarning) about characters no installed font has.
         title: a line above the grid.
+        heads_per_row: at most this many heads side by side, a layer's heads taking
+            several rows (default: all of them, one row per layer). A TensorBoard card
+            shows a whole image at its width, so a near-square grid shows it largest
+            (see `square_heads_per_row`).
 
     Returns:
         A Figure whose first n_layer * n_head axes are the panels, row by row (layer
         0 head 0, layer 0 head 1, ...), each holding one image of its (T, T) weights
-        with the future masked; the last axes is the colour bar.
+        with the future masked; then the unused places of a layer's last row, if
+        any, turned off; the last axes is the colour bar.
 
     Raises:
         ValueError: if text is empty, weights is not 4-D with its two last dimensions
@@ -70,28 +77,41 @@ def attention_grid_figure(
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     cmap = colormaps[COLOURMAP].with_extremes(bad=MASKED_COLOUR)
 
+    columns = n_head if heads_per_row is None else max(1, min(heads_per_row, n_head))
+    rows_per_layer = -(-n_head // columns)  # ceil
     side = panel_inches(T)
-    layout = GridLayout(side, n_layer, n_head, label_inches(labels), bool(title))
+    layout = GridLayout(side, n_layer * rows_per_layer, columns, label_inches(labels), bool(title))
     fig = Figure(figsize=(layout.width, layout.height))
-    axes = fig.subplots(n_layer, n_head, squeeze=False, gridspec_kw=layout.gridspec())
+    axes = fig.subplots(
+        n_layer * rows_per_layer, columns, squeeze=False, gridspec_kw=layout.gridspec()
+    )
     tick_style = {"fontsize": TICK_FONT_SIZE, "fontfamily": list(font.families)}
     image = None
-    for row, layer in enumerate(layers):
+    for index, layer in enumerate(layers):
         for head in range(n_head):
-            ax = axes[row, head]
-            shown = np.ma.masked_array(w[row, head], mask=future)
+            row, column = index * rows_per_layer + head // columns, head % columns
+            ax = axes[row, column]
+            shown = np.ma.masked_array(w[index, head], mask=future)
             image = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
             ax.set_title(f"layer {layer} · head {head}", fontsize=9)
             ax.set_xticks(range(T), labels, rotation=layout.x_label_rotation, **tick_style)
             ax.set_yticks(range(T), labels, **tick_style)
             ax.tick_params(length=0)
-            if row == n_layer - 1:
+            if index == n_layer - 1 and head + columns >= n_head:  # no panel below
                 ax.set_xlabel("attended character (key)", fontsize=8)
-            if head == 0:
+            if column == 0:
                 ax.set_ylabel("current character (query)", fontsize=8)
+        for unused in range(n_head, rows_per_layer * columns):  # a last row not full
+            axes[index * rows_per_layer + unused // columns, unused % columns].set_axis_off()
     fig.colorbar(image, cax=fig.add_axes(layout.colorbar_rect()), label="attention weight")
     if title:
         # Characters no font has would be drawn as boxes, with a warning per glyph.
         drawable = "".join(c if font.can_draw(c) else code_point_label(c) for c in title)
         fig.suptitle(drawable, y=layout.title_y(), va="top", fontfamily=list(font.families))
     return fig
+
+
+def square_heads_per_row(n_head: int) -> int:
+    """Heads per row for a near-square grid of one layer (4 heads: 2 x 2; 6: 3 x 2; 8 and
+    9: 3 x 3): the largest a fixed-size card (TensorBoard's) shows a whole image at."""
+    return max(1, int(np.ceil(np.sqrt(n_head))))

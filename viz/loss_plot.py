@@ -1,7 +1,11 @@
 """Training and validation loss against iterations and against wall-clock seconds."""
 
+import warnings
+
 from matplotlib.figure import Figure
 
+from viz.char_labels import code_point_label
+from viz.fonts import MissingGlyphWarning, text_font
 from viz.run_events import TRAIN_EVAL_LOSS, TRAIN_LOSS, VAL_LOSS, ScalarCurve
 
 # tag -> (legend label, line style); the per-step training loss is noisy, so it is
@@ -48,5 +52,24 @@ def loss_figure(curves: dict[str, ScalarCurve], title: str | None = None) -> Fig
         ax.grid(alpha=0.3)
     by_step.legend()
     if title:
-        fig.suptitle(title)
+        text, families = drawable_title(title)
+        fig.suptitle(text, **({"fontfamily": families} if families else {}))
     return fig
+
+
+def drawable_title(title: str) -> tuple[str, list[str] | None]:
+    """A title and the font families to draw it with: a run folder's name may hold
+    Hangul (runs/로그), which matplotlib's own font lacks, so an installed font with
+    Hangul is added (`viz.fonts.text_font`); a character no font has is written as its
+    code point rather than drawn as an empty box.
+
+    Returns:
+        (text, fontfamily): fontfamily None for ASCII text (matplotlib's default).
+    """
+    if title.isascii():
+        return title, None
+    with warnings.catch_warnings():  # a title says no more than the path: no warning
+        warnings.simplefilter("ignore", MissingGlyphWarning)
+        font = text_font(title)
+    shown = "".join(c if font.can_draw(c) else code_point_label(c) for c in title)
+    return shown, list(font.families)

@@ -1,6 +1,10 @@
 """A run's TensorBoard events: the tags a run writes them under, and scalar curves read
 back from its event files without TensorBoard.
 
+    loss/train, loss/val  train/loss and val/loss again, side by side under a name that
+                          sorts first: TensorBoard orders tag groups by name and opens
+                          SCALARS on the first two, so a run opens on its two curves
+                          (and HPARAMS, whose metric columns follow the tags, ticks them)
     train/loss            every log_interval steps: the logged step's batch loss (nats/char)
     train/lr              learning rate of that step
     train/grad_norm       gradient norm before clipping
@@ -14,22 +18,27 @@ back from its event files without TensorBoard.
     val/full_loss, val/full_bpc   once, when training ends: the whole validation split
                           (the same as val/loss when train.eval_tokens covers it)
     samples/fixed_prompt  text: a fixed-seed sample (see `training.run_writer`)
-    attention/layer_<l>   image: layer l's attention heatmaps, heads side by side
-    time/<part>_seconds   at each evaluation before the last step and when the run
-                          ends: seconds of wall time so far in each part (setup,
+    attention/layer_<l>   image: layer l's attention heatmaps, heads in a near-square grid
+    wall_time/<part>_seconds   at each evaluation before the last step and when the
+                          run ends: seconds of wall time so far in each part (setup,
                           compile, steps, data, eval, views, checkpoints, other; see
-                          `training.report`), and time/wall_seconds, their sum
+                          `training.report`), and wall_time/total_seconds, their sum
+                          (time/<part>_seconds and time/wall_seconds before; runs that
+                          wrote those are read under the new names)
 
 The names are spelled here once: the trainer's writer (`training.run_writer`), the
 plotter (`viz.loss_plot`) and the tests import them from here, below both.
 """
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+LOSS_TRAIN = "loss/train"  # = TRAIN_LOSS, for the first group SCALARS shows
+LOSS_VAL = "loss/val"  # = VAL_LOSS, beside it
 TRAIN_LOSS = "train/loss"
 TRAIN_LR = "train/lr"
 TRAIN_GRAD_NORM = "train/grad_norm"
@@ -44,8 +53,12 @@ VAL_FULL_LOSS = "val/full_loss"
 VAL_FULL_BPC = "val/full_bpc"
 SAMPLE_TEXT = "samples/fixed_prompt"
 ATTENTION_IMAGE = "attention/layer_{layer}"
-TIME_PART = "time/{part}_seconds"
-TIME_WALL = "time/wall_seconds"
+# Under a prefix that sorts after val/: TensorBoard orders tag groups by name, so
+# SCALARS opens on train/ and val/, not on the bookkeeping.
+TIME_PART = "wall_time/{part}_seconds"
+TIME_WALL = "wall_time/total_seconds"
+# The time split's tags before they moved there, read as the new ones.
+LEGACY_TIME_TAG = re.compile(r"time/(\w+)_seconds")
 
 EVENT_FILE_GLOB = "events.out.tfevents.*"
 # Keep every scalar (0 = no limit; TensorBoard's default samples 10,000) and skip the
@@ -69,6 +82,17 @@ class ScalarCurve:
     values: np.ndarray
 
 
+def current_tag(tag: str) -> str:
+    """A tag under its present name: the time split's tags of older runs
+    (time/<part>_seconds, time/wall_seconds) as TIME_PART and TIME_WALL; others as
+    they are."""
+    match = LEGACY_TIME_TAG.fullmatch(tag)
+    if match is None:
+        return tag
+    part = match.group(1)
+    return TIME_WALL if part == "wall" else TIME_PART.format(part=part)
+
+
 def read_scalar_curves(
     run_dir: str | Path, tags: list[str] | None = None
 ) -> dict[str, ScalarCurve]:
@@ -80,7 +104,8 @@ def read_scalar_curves(
     Args:
         run_dir: a run folder (the ``out_dir`` of a training run).
         tags: the tags to read, e.g. [TRAIN_LOSS, VAL_LOSS] above;
-            None reads all. Tags the run does not have are left out of the result.
+            None reads all. Tags the run does not have are left out of the result;
+            an older run's time split is read under the present names (`current_tag`).
 
     Returns:
         {tag: ScalarCurve}, each sorted by step.
@@ -97,10 +122,10 @@ def read_scalar_curves(
     acc = EventAccumulator(str(run_dir), size_guidance=SIZE_GUIDANCE)
     acc.Reload()
     start = acc.FirstEventTimestamp()  # the writer's first event: when training began
-    available = acc.Tags()["scalars"]
+    available = {current_tag(tag): tag for tag in acc.Tags()["scalars"]}
     curves = {}
     for tag in available if tags is None else [t for t in tags if t in available]:
-        events = sorted(acc.Scalars(tag), key=lambda e: e.step)
+        events = sorted(acc.Scalars(available[tag]), key=lambda e: e.step)
         curves[tag] = ScalarCurve(
             steps=np.array([e.step for e in events], dtype=np.int64),
             seconds=np.array([e.wall_time - start for e in events], dtype=np.float64),
