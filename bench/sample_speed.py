@@ -7,6 +7,7 @@ not a test).
     python bench/sample_speed.py --compile            # compile the step on CPU too
     python bench/sample_speed.py --no-cache           # add the uncached reference
     python bench/sample_speed.py --against ../old     # this checkout against another
+    python bench/sample_speed.py --products-ab        # CPU products on against off
 
 For each model shape and batch size, generates --new-tokens characters per sequence
 from a --prompt-len character prompt with random weights (vocab 65, eval mode,
@@ -26,6 +27,10 @@ processes, the first to run alternating too), and the table gives each side's ro
 and the range of this / DIR. Any checkout whose script takes these flags works
 (03df3b6's does). Run it on a quiet machine.
 
+--products-ab compares this checkout with `model.cpu_products` off (the first side)
+and on, alternately in fresh processes, in the same table: what the few-row CPU
+products are worth.
+
 --prompt-len block_size times the steady state at full context only. On a machine
 shared with other work, --threads 1 gives steadier figures: with every core busy,
 PyTorch's threads wait on one another at each small operation of a decode step.
@@ -43,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import GPT, GPTConfig  # noqa: E402  (needs the path above)
 from model.device import DeviceError, resolve_device  # noqa: E402
-from model.engine import generate  # noqa: E402
+from model.engine import Engine  # noqa: E402
 from model.sampling import Sampling, make_generator  # noqa: E402
 
 # name -> (n_layer, n_head, n_embd, block_size, position)
@@ -73,6 +78,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--against", metavar="DIR", help="another checkout, run alternately")
     p.add_argument("--rounds", type=int, default=2, help="with --against: runs of each side")
+    p.add_argument("--cpu-products", action=argparse.BooleanOptionalAction, default=None,
+                   help="few-row CPU products in decode steps (default: CPU, eager)")  # fmt: skip
+    p.add_argument("--products-ab", action="store_true",
+                   help="--no-cpu-products against --cpu-products, alternately")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -84,8 +93,8 @@ def wait_for(device: torch.device) -> None:
 
 def chars_per_second(model: GPT, batch: int, args: argparse.Namespace, use_cache: bool) -> float:
     """Characters generated per wall-clock second over the batch (B * new / seconds):
-    with the KV cache (`model.engine.generate`), or through the uncached reference
-    `GPT.generate`."""
+    with the KV cache (`model.engine.Engine`, as `model.engine.generate` runs it), or
+    through the uncached reference `GPT.generate`."""
     device = next(model.parameters()).device
     sampling = Sampling(generator=make_generator(args.seed, device))
     prompt = torch.randint(
@@ -94,7 +103,9 @@ def chars_per_second(model: GPT, batch: int, args: argparse.Namespace, use_cache
 
     def run(new_tokens: int) -> None:
         if use_cache:
-            generate(model, prompt, new_tokens, sampling, compile=args.compile)
+            engine = Engine(model, compile=args.compile, cpu_products=args.cpu_products)
+            for _ in engine.tokens(prompt, new_tokens, sampling):
+                pass
         else:
             model.generate(prompt, new_tokens, generator=sampling.generator)
 
@@ -106,10 +117,12 @@ def chars_per_second(model: GPT, batch: int, args: argparse.Namespace, use_cache
     return batch * args.new_tokens / (time.perf_counter() - start)
 
 
-def row_rate(script: Path, name: str, batch: int, args: argparse.Namespace) -> float:
-    """Characters per second of one row, from ``script`` run in a fresh process in its
-    own checkout (the last cell of its one table row)."""
-    cmd = [sys.executable, str(script), "--models", name, "--batch-sizes", str(batch)]
+def row_rate(
+    script: Path, name: str, batch: int, args: argparse.Namespace, extra: tuple[str, ...] = ()
+) -> float:
+    """Characters per second of one row, from ``script`` (with the flags ``extra``) run
+    in a fresh process in its own checkout (the last cell of its one table row)."""
+    cmd = [sys.executable, str(script), "--models", name, "--batch-sizes", str(batch), *extra]
     cmd += ["--new-tokens", str(args.new_tokens), "--prompt-len", str(args.prompt_len)]
     cmd += ["--device", args.device, "--seed", str(args.seed)]
     if args.threads:
@@ -126,21 +139,28 @@ def row_rate(script: Path, name: str, batch: int, args: argparse.Namespace) -> f
 
 
 def compare(args: argparse.Namespace) -> None:
-    """Each (model, batch) row from ``args.against``'s script and this one, alternately;
-    print both sides' rounds and this / other as a Markdown table."""
-    other = Path(args.against).resolve() / "bench" / "sample_speed.py"
-    if not other.is_file():
-        raise SystemExit(f"--against: no bench/sample_speed.py in {args.against}")
+    """Each (model, batch) row from two sides, alternately: ``args.against``'s script
+    and this one, or (--products-ab) this one without and with the CPU products; print
+    both sides' rounds and second / first as a Markdown table."""
     ours = Path(__file__).resolve()
-    print(f"| model | batch | {args.against} (chars/s) | this checkout (chars/s) | this / other |")
+    if args.products_ab:
+        sides = [(ours, ("--no-cpu-products",)), (ours, ("--cpu-products",))]
+        labels = ("--no-cpu-products", "--cpu-products", "on / off")
+    else:
+        other = Path(args.against).resolve() / "bench" / "sample_speed.py"
+        if not other.is_file():
+            raise SystemExit(f"--against: no bench/sample_speed.py in {args.against}")
+        sides = [(other, ()), (ours, ())]
+        labels = (args.against, "this checkout", "this / other")
+    print(f"| model | batch | {labels[0]} (chars/s) | {labels[1]} (chars/s) | {labels[2]} |")
     print("|---|---|---|---|---|")
     for name in args.models.split(","):
         for batch in (int(b) for b in args.batch_sizes.split(",")):
-            rates = ([], [])  # the other checkout's, this one's
+            rates = ([], [])  # the first side's, the second's
             for round_ in range(args.rounds):
                 for side in (0, 1) if round_ % 2 == 0 else (1, 0):
-                    script = (other, ours)[side]
-                    rates[side].append(row_rate(script, name, batch, args))
+                    script, extra = sides[side]
+                    rates[side].append(row_rate(script, name, batch, args, extra))
             ratios = [a / b for a, b in zip(rates[1], rates[0], strict=True)]
             cells = [" / ".join(f"{r:,.0f}" for r in side) for side in rates]
             span = f"{min(ratios):.2f}-{max(ratios):.2f}"
@@ -150,7 +170,7 @@ def compare(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Time every (model, batch) pair and print a Markdown table."""
     args = parse_args(argv)
-    if args.against:
+    if args.against or args.products_ab:
         compare(args)
         return
     try:

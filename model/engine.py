@@ -20,7 +20,8 @@ This is the design of gpt-fast's generate.py and of Hugging Face's static cache:
   on CUDA replayed as a CUDA graph (``mode="reduce-overhead"``): one launch a token
   instead of a hundred small kernels launched from Python. On CPU a step is not
   launch-bound, and eager PyTorch is the default (`compile_by_default`); an eager step
-  is given only the slots written so far (no mask).
+  is given only the slots written so far (no mask), and its few-row matrix products
+  run on `model.cpu_products` (one bmm over row groups, shared between the threads).
 - Sampling runs on the device and nothing is read back per token: `read_in_chunks`
   copies tokens to the host CHUNK at a time.
 
@@ -45,6 +46,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from model.cpu_products import CPUProducts
 from model.gpt import GPT, KVCache, check_prompt
 from model.sampling import Sampling, next_token
 
@@ -124,13 +126,31 @@ class Engine:
             CUDA with ``mode="reduce-overhead"``: CUDA graphs); None takes
             `compile_by_default` for the model's device.
         backend: torch.compile's backend ("inductor"; tests pass a counting one).
+        cpu_products: run the passes' few-row matrix products on `model.cpu_products`
+            (faster on a CPU; a batch's regrouped weights about double the weights'
+            memory while a generation lasts); None: on CPU when not compiling.
+
+    Raises:
+        ValueError: for cpu_products with compile.
     """
 
-    def __init__(self, model: GPT, *, compile: bool | None = None, backend="inductor"):
+    def __init__(
+        self,
+        model: GPT,
+        *,
+        compile: bool | None = None,
+        backend="inductor",
+        cpu_products: bool | None = None,
+    ):
         self.model = model
         device = model.token_embedding.weight.device
         self.device = device
         self.compiled = compile_by_default(device) if compile is None else compile
+        if cpu_products and self.compiled:
+            raise ValueError("cpu_products are for an eager decode step: not with compile")
+        default = device.type == "cpu" and not self.compiled
+        self.cpu_products = default if cpu_products is None else cpu_products
+        self.products: CPUProducts | None = None  # made for each generation (`tokens`)
         self.rotary = model.blocks[0].attn.rotary
         self.step = self.decode_step
         if self.compiled:
@@ -146,6 +166,16 @@ class Engine:
         for learned positions."""
         return None if self.rotary is None else rotary_angles(self.rotary, positions)
 
+    def forward(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """`GPT.forward` of (B, T) ids over ``cache`` -> the last position's (B,
+        vocab_size) logits; on the CPU products while a generation has them."""
+        if self.products is None:
+            logits, _ = self.model(idx, kv_cache=cache)
+        else:
+            with self.products.installed():
+                logits, _ = self.model(idx, kv_cache=cache)
+        return logits[:, -1]
+
     def prefill(self, idx: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """Run (B, T) tokens at positions 0 .. T-1 (T <= block_size), store their keys
         and values in slots 0 .. T-1 of `allocate_cache`'s ``keys`` and ``values``, and
@@ -156,8 +186,7 @@ class Engine:
         cache = KVCache(
             keys[..., :T, :], values[..., :T, :], positions, None, self.angles(positions)
         )
-        logits, _ = self.model(idx, kv_cache=cache)
-        return logits[:, -1]
+        return self.forward(idx, cache)
 
     def decode_step(
         self,
@@ -192,8 +221,7 @@ class Engine:
         if slots is not None:
             visible = (slots <= position).unsqueeze(0)
         cache = KVCache(keys, values, position, visible, self.angles(position))
-        logits, _ = self.model(token, kv_cache=cache)
-        return logits[:, -1]
+        return self.forward(token, cache)
 
     @torch.inference_mode()
     def tokens(
@@ -210,6 +238,8 @@ class Engine:
         keep = sliding_window_keep(block_size)
         generator = sampling.rng(self.device)
         keys, values = allocate_cache(model, idx.size(0))
+        # Regrouped at every generation: the weights may have changed since the last.
+        self.products = CPUProducts(model, idx.size(0)) if self.cpu_products else None
         slots = torch.arange(block_size, device=self.device)
         context = idx[:, -block_size:]
         length = context.size(1)  # positions in the cache (a host count: no read)

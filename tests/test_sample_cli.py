@@ -229,6 +229,18 @@ def test_benchmark_script_compares_two_checkouts_row_by_row(capsys):
     assert 0 < low <= high
 
 
+def test_benchmark_script_compares_cpu_products_off_and_on(capsys):
+    """--products-ab runs this checkout's script without and with the CPU products,
+    alternately, and gives both rates and their ratio per row."""
+    bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
+    args = ["--models", "cpu", "--batch-sizes", "1", "--new-tokens", "3", "--threads", "1"]
+    bench["main"]([*args, "--products-ab", "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert "| --no-cpu-products (chars/s) | --cpu-products (chars/s) | on / off |" in out
+    rows = [line for line in out.splitlines() if line.startswith("| cpu |")]
+    assert len(rows) == 1 and float(rows[0].split("|")[3].strip().replace(",", "")) > 0
+
+
 def test_a_missing_checkpoint_says_what_to_do(tmp_path):
     """Each kind of folder without the checkpoint gets its own fix: train a run, wait
     for its first evaluation (the step from its config.yaml), or use ckpt.pt."""

@@ -1,0 +1,105 @@
+"""The few-row CPU products of decoding (model/cpu_products.py): each equals F.linear on
+the row counts it serves, the engine takes them only while a pass runs, and the tokens
+they decode are those of plain F.linear."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import model.cpu_products as cpu_products_module
+from conftest import sharp_model
+from model.cpu_products import CPUProducts, few_rows_linear, group_columns, one_row_linear
+from model.engine import Engine
+from model.sampling import Sampling
+
+VOCAB = 20
+BLOCK = 16
+
+# The two products, each on the row counts it serves: one row, and a few.
+PRODUCTS = {
+    "one_row_linear": ([(1,), (1, 1), (1, 1, 1)], lambda x, w, b, g: one_row_linear(x, w, b, g)),
+    "few_rows_linear": (
+        [(2,), (8, 1), (3, 5)],
+        lambda x, w, b, g: few_rows_linear(x, group_columns(w, g), b),
+    ),
+}
+CASES = [(name, rows) for name, (shapes, _) in PRODUCTS.items() for rows in shapes]
+
+
+@pytest.mark.parametrize(("product", "leading"), CASES)
+@pytest.mark.parametrize("groups", [8, 4, 2])
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_cpu_products_equal_f_linear(product, leading, groups, bias):
+    torch.manual_seed(0)
+    weight, b = torch.randn(48, 24), torch.randn(48) if bias else None
+    x = torch.randn(*leading, 24)
+    out = PRODUCTS[product][1](x, weight, b, groups)
+    assert out.shape == (*leading, 48)
+    torch.testing.assert_close(out, F.linear(x, weight, b), atol=1e-5, rtol=1e-6)
+
+
+def test_the_cpu_products_refuse_rows_that_do_not_split_and_several_rows():
+    with pytest.raises(ValueError, match="65 output rows do not split into 8"):
+        one_row_linear(torch.randn(1, 8), torch.randn(65, 8), None, 8)
+    with pytest.raises(ValueError, match="holds 2 rows"):
+        one_row_linear(torch.randn(2, 8), torch.randn(64, 8), None, 8)
+    with pytest.raises(ValueError, match="65 output rows do not split into 8"):
+        group_columns(torch.randn(65, 8), 8)
+
+
+def test_installed_only_inside_the_block_and_layers_without_groups_keep_f_linear():
+    """Inside `installed` every splittable Linear computes through the products; a
+    65-row head keeps F.linear; on exit each layer is a plain nn.Linear again."""
+    model = nn.Sequential(nn.Linear(8, 16), nn.Linear(16, 65))
+    products = CPUProducts(model, batch_size=1)
+    assert products.layers == [model[0]]
+    x = torch.randn(1, 1, 8)
+    with products.installed():
+        assert "forward" in vars(model[0]) and "forward" not in vars(model[1])
+        torch.testing.assert_close(model(x), model[1](F.linear(x, model[0].weight, model[0].bias)))
+    assert "forward" not in vars(model[0])
+
+
+def test_the_engine_installs_the_products_around_each_pass_only():
+    """Between the steps of a generation (where a caller may train, say) the model is
+    its plain self."""
+    model = sharp_model(VOCAB, BLOCK, n_embd=32)
+    steps = Engine(model, cpu_products=True).tokens(
+        torch.zeros(1, 3, dtype=torch.long), 5, Sampling()
+    )
+    next(steps)
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert all("forward" not in vars(m) for m in linears)
+    list(steps)
+    assert all("forward" not in vars(m) for m in linears)
+
+
+def test_products_and_compile_are_refused_together():
+    with pytest.raises(ValueError, match="not with compile"):
+        Engine(sharp_model(VOCAB, BLOCK), compile=True, cpu_products=True)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_products_decode_the_greedy_tokens_of_f_linear(batch, monkeypatch):
+    """Batch 1 takes `one_row_linear`, a batch `few_rows_linear`; both give the tokens
+    of plain F.linear products."""
+    model = sharp_model(VOCAB, BLOCK, n_embd=32)
+    prompt = torch.randint(0, VOCAB, (batch, 5), generator=torch.Generator().manual_seed(6))
+
+    def tokens(engine):
+        return torch.cat([prompt, *engine.tokens(prompt, 40, Sampling(0.0))], dim=1)
+
+    plain = tokens(Engine(model, cpu_products=False))
+    calls = []
+    for name in ("one_row_linear", "few_rows_linear"):
+        real = getattr(cpu_products_module, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(cpu_products_module, name, spy)
+    fast = tokens(Engine(model, cpu_products=True))
+    assert set(calls) == ({"one_row_linear"} if batch == 1 else {"few_rows_linear"})
+    assert torch.equal(fast, plain)
