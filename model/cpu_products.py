@@ -2,10 +2,11 @@
 eager CPU generation only.
 
 Why: a decode step multiplies 1 to 16 rows (one new token per sequence) by each weight
-matrix. For one row, ``F.linear`` runs a matrix-vector product on one thread; once the
-weights outgrow the CPU's caches the step is bound by streaming them from memory, and
+matrix. For one row, ``F.linear`` runs a matrix-vector product on one thread; once a
+weight outgrows a core's cache the product is bound by streaming it from memory, and
 one ``torch.bmm`` over groups of the weight's output rows shares that streaming between
-the threads (docs/benchmarks.md, sampling speed: 6 x 384 models). The network itself is
+the threads. Smaller weights (a 4 x 128 model's) gain nothing and lose the bmm's
+overhead, so they keep ``F.linear`` (docs/benchmarks.md, sampling speed). The network itself is
 unchanged: `CPUProducts.installed` routes each ``nn.Linear`` of the model through
 `CPUProducts.linear` for the length of one forward pass, and everything else is
 model/gpt.py's own code.
@@ -25,6 +26,9 @@ from torch import nn
 # A weight's output rows are split into the first of these numbers of groups that
 # divides them (a weight with none, such as a 65-character LM head, keeps F.linear).
 GROUPS = (8, 4, 2)
+# Weights of at least this many bytes take the products: a core's cache holds smaller
+# ones, whose products F.linear already runs at the cache's speed.
+MIN_WEIGHT_BYTES = 1 << 19
 # Products of 2 .. FEW_ROWS rows (a batch's decode step) take `few_rows_linear`, on
 # weights regrouped once per generation; more rows (a prefill) take F.linear.
 FEW_ROWS = 16
@@ -107,10 +111,11 @@ def few_rows_linear(
 
 
 class CPUProducts:
-    """The few-row products of one generation of ``model``: batch 1 takes
-    `one_row_linear`, a batch of 2 .. FEW_ROWS sequences `few_rows_linear` on weights
-    regrouped now (so the weights must not change until the generation ends); any other
-    product, and any layer whose rows do not split, ``F.linear``.
+    """The few-row products of one generation of ``model``: for each ``nn.Linear`` whose
+    weight holds MIN_WEIGHT_BYTES or more and whose rows split into GROUPS, batch 1
+    takes `one_row_linear`, a batch of 2 .. FEW_ROWS sequences `few_rows_linear` on
+    weights regrouped now (so the weights must not change until the generation ends);
+    any other product and layer, ``F.linear``.
 
     Args:
         model: the model being decoded (any module holding ``nn.Linear`` layers).
@@ -119,7 +124,11 @@ class CPUProducts:
 
     def __init__(self, model: nn.Module, batch_size: int):
         self.layers = [
-            m for m in model.modules() if isinstance(m, nn.Linear) and row_groups(m.out_features)
+            m
+            for m in model.modules()
+            if isinstance(m, nn.Linear)
+            and row_groups(m.out_features)
+            and m.weight.numel() * m.weight.element_size() >= MIN_WEIGHT_BYTES
         ]
         # layer -> its weight as `group_columns` gives it, for batches of 2 .. FEW_ROWS.
         self.grouped: dict[nn.Linear, torch.Tensor] = {}

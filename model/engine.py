@@ -240,6 +240,8 @@ class Engine:
         keys, values = allocate_cache(model, idx.size(0))
         # Regrouped at every generation: the weights may have changed since the last.
         self.products = CPUProducts(model, idx.size(0)) if self.cpu_products else None
+        if self.products is not None and not self.products.layers:
+            self.products = None  # no weight large enough: plain F.linear throughout
         slots = torch.arange(block_size, device=self.device)
         context = idx[:, -block_size:]
         length = context.size(1)  # positions in the cache (a host count: no read)

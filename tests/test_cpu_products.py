@@ -48,7 +48,23 @@ def test_the_cpu_products_refuse_rows_that_do_not_split_and_several_rows():
         group_columns(torch.randn(65, 8), 8)
 
 
-def test_installed_only_inside_the_block_and_layers_without_groups_keep_f_linear():
+@pytest.fixture
+def small_weights_too(monkeypatch):
+    """The tests' small models take the products, which real ones take from 512 KiB on."""
+    monkeypatch.setattr(cpu_products_module, "MIN_WEIGHT_BYTES", 0)
+
+
+def test_only_weights_a_cache_cannot_hold_take_the_products():
+    """A 4 x 128 model's weights (256 KiB at most) keep F.linear; a 6 x 384 model's
+    (576 KiB to 2.25 MiB) take the products."""
+    small, large = nn.Linear(128, 512), nn.Linear(384, 384)
+    assert CPUProducts(nn.Sequential(small, nn.Linear(512, 128)), 1).layers == []
+    assert CPUProducts(nn.Sequential(small, large), 1).layers == [large]
+
+
+def test_installed_only_inside_the_block_and_layers_without_groups_keep_f_linear(
+    small_weights_too,
+):
     """Inside `installed` every splittable Linear computes through the products; a
     65-row head keeps F.linear; on exit each layer is a plain nn.Linear again."""
     model = nn.Sequential(nn.Linear(8, 16), nn.Linear(16, 65))
@@ -61,7 +77,7 @@ def test_installed_only_inside_the_block_and_layers_without_groups_keep_f_linear
     assert "forward" not in vars(model[0])
 
 
-def test_the_engine_installs_the_products_around_each_pass_only():
+def test_the_engine_installs_the_products_around_each_pass_only(small_weights_too):
     """Between the steps of a generation (where a caller may train, say) the model is
     its plain self."""
     model = sharp_model(VOCAB, BLOCK, n_embd=32)
@@ -81,7 +97,7 @@ def test_products_and_compile_are_refused_together():
 
 
 @pytest.mark.parametrize("batch", [1, 4])
-def test_the_products_decode_the_greedy_tokens_of_f_linear(batch, monkeypatch):
+def test_the_products_decode_the_greedy_tokens_of_f_linear(batch, monkeypatch, small_weights_too):
     """Batch 1 takes `one_row_linear`, a batch `few_rows_linear`; both give the tokens
     of plain F.linear products."""
     model = sharp_model(VOCAB, BLOCK, n_embd=32)
