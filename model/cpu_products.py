@@ -110,12 +110,23 @@ def few_rows_linear(
     return out.transpose(0, 1).reshape(*x.shape[:-1], groups * width)
 
 
+def plain_linear(module: nn.Module) -> bool:
+    """Whether ``module`` computes ``nn.Linear``'s own forward: not a subclass with its
+    own (a LoRA or quantised layer), nor a forward set on the instance. Only those may
+    be routed through the products, or decoding would skip that computation."""
+    return (
+        isinstance(module, nn.Linear)
+        and type(module).forward is nn.Linear.forward
+        and "forward" not in vars(module)
+    )
+
+
 class CPUProducts:
-    """The few-row products of one generation of ``model``: for each ``nn.Linear`` whose
-    weight holds MIN_WEIGHT_BYTES or more and whose rows split into GROUPS, batch 1
-    takes `one_row_linear`, a batch of 2 .. FEW_ROWS sequences `few_rows_linear` on
-    weights regrouped now (so the weights must not change until the generation ends);
-    any other product and layer, ``F.linear``.
+    """The few-row products of one generation of ``model``: for each plain ``nn.Linear``
+    (`plain_linear`) whose weight holds MIN_WEIGHT_BYTES or more and whose rows split
+    into GROUPS, batch 1 takes `one_row_linear`, a batch of 2 .. FEW_ROWS sequences
+    `few_rows_linear` on weights regrouped now (so the weights must not change until
+    the generation ends); any other product and layer, its own forward.
 
     Args:
         model: the model being decoded (any module holding ``nn.Linear`` layers).
@@ -126,7 +137,7 @@ class CPUProducts:
         self.layers = [
             m
             for m in model.modules()
-            if isinstance(m, nn.Linear)
+            if plain_linear(m)
             and row_groups(m.out_features)
             and m.weight.numel() * m.weight.element_size() >= MIN_WEIGHT_BYTES
         ]

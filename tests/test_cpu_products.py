@@ -119,3 +119,31 @@ def test_the_products_decode_the_greedy_tokens_of_f_linear(batch, monkeypatch, s
     fast = tokens(Engine(model, cpu_products=True))
     assert set(calls) == ({"one_row_linear"} if batch == 1 else {"few_rows_linear"})
     assert torch.equal(fast, plain)
+
+
+class DoubledLinear(nn.Linear):
+    """An nn.Linear whose own forward doubles its output (as a LoRA or quantised layer
+    brings its own computation)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 2 * super().forward(x)
+
+
+def test_a_linear_with_its_own_forward_keeps_it(small_weights_too):
+    """A layer whose forward is not nn.Linear's, or set on the instance, is left alone:
+    decoding with the products gives the uncached reference's tokens (which run that
+    forward), and the instance's own forward is still there afterwards."""
+    model = sharp_model(VOCAB, BLOCK, 3, n_embd=32)
+    for block in model.blocks:
+        plain = block.mlp.up_proj
+        block.mlp.up_proj = DoubledLinear(plain.in_features, plain.out_features)
+        block.mlp.up_proj.load_state_dict(plain.state_dict())
+    own = model.blocks[0].attn.out_proj
+    own.forward = lambda x: F.linear(x, 3 * own.weight, own.bias)
+    assert CPUProducts(model, 1).layers  # other layers still take the products
+    prompt = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(8))
+    reference = model.generate(prompt, 13, temperature=0)
+    engine = Engine(model, cpu_products=True)
+    decoded = torch.cat([prompt, *engine.tokens(prompt, 13, Sampling(0.0))], dim=1)
+    assert torch.equal(decoded, reference)
+    assert "forward" in vars(own)
