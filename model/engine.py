@@ -232,6 +232,15 @@ class Engine:
         host."""
         if max_new_tokens == 0:
             return
+        try:
+            yield from self._tokens(idx, max_new_tokens, sampling)
+        finally:  # the regrouped weights last one generation (stale after it, and large)
+            self.products = None
+
+    def _tokens(
+        self, idx: torch.Tensor, max_new_tokens: int, sampling: Sampling
+    ) -> Iterator[torch.Tensor]:
+        """The decode loop of `tokens`."""
         model = self.model
         block_size = model.config.block_size
         rolling = model.config.position == "rope"

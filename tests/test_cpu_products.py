@@ -10,7 +10,7 @@ from torch import nn
 import model.cpu_products as cpu_products_module
 from conftest import sharp_model
 from model.cpu_products import CPUProducts, few_rows_linear, group_columns, one_row_linear
-from model.engine import Engine
+from model.engine import Engine, allocate_cache
 from model.sampling import Sampling
 
 VOCAB = 20
@@ -147,3 +147,23 @@ def test_a_linear_with_its_own_forward_keeps_it(small_weights_too):
     decoded = torch.cat([prompt, *engine.tokens(prompt, 13, Sampling(0.0))], dim=1)
     assert torch.equal(decoded, reference)
     assert "forward" in vars(own)
+
+
+def test_a_generation_leaves_no_products_behind(small_weights_too):
+    """The regrouped weights last one generation: afterwards the engine's passes run
+    the model's weights as they are now, and the copies are freed."""
+    model = sharp_model(VOCAB, BLOCK, n_embd=32)
+    engine = Engine(model, cpu_products=True)
+    prompt = torch.zeros(2, 3, dtype=torch.long)
+    list(engine.tokens(prompt, 3, Sampling(0.0)))
+    assert engine.products is None
+    stopped = engine.tokens(prompt, 3, Sampling(0.0))
+    next(stopped)
+    stopped.close()  # a stream stopped early (a stop sequence)
+    assert engine.products is None
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)
+        keys, values = allocate_cache(model, 2)
+        logits = engine.prefill(prompt[:, :1], keys, values)
+        torch.testing.assert_close(logits, model(prompt[:, :1])[0][:, -1])
