@@ -5,7 +5,8 @@ it may read data/), viz/ (pictures of a model; nothing of training/), training/,
 cli/ and hf_export/ (the commands' helpers), the entry points (train.py, sample.py,
 ...) and, on top, bench/, tests/ and docs/. A module may import from its own package
 or from a layer below. Every ``import`` counts, those inside functions too: a lazy
-import is still a dependency. The check reads the source with `ast`; nothing is
+import is still a dependency; so do modules imported by name (``importlib``, a
+package's ``_HOMES`` table). The check reads the source with `ast`; nothing is
 imported.
 """
 
@@ -71,6 +72,8 @@ def imported_modules(module: str, path: Path, known: dict[str, Path]) -> set[str
                 base = ".".join([*up, base] if base else up)
             targets = [f"{base}.{alias.name}" for alias in node.names]
             targets = [t if resolve(t) else base for t in targets]
+        else:
+            targets = imported_by_name(node)
         for target in targets:
             # "import a.b.c" depends on a.b.c; its longest known prefix is the module.
             parts = target.split(".")
@@ -81,6 +84,27 @@ def imported_modules(module: str, path: Path, known: dict[str, Path]) -> set[str
                         found.add(hit)
                     break
     return found
+
+
+def imported_by_name(node: ast.AST) -> list[str]:
+    """The modules a node imports by their names in strings: the first argument of
+    ``importlib.import_module("a.b")``, and the values of a PEP 562 table
+    ``_HOMES = {"name": "a.b"}`` (what a package's ``__getattr__`` imports on first
+    use: training/__init__.py, viz/__init__.py)."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        first = node.args[0] if node.args else None
+        if name == "import_module" and isinstance(first, ast.Constant):
+            return [first.value] if isinstance(first.value, str) else []
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+        if any(isinstance(t, ast.Name) and t.id == "_HOMES" for t in node.targets):
+            return [
+                v.value
+                for v in node.value.values
+                if isinstance(v, ast.Constant) and isinstance(v.value, str)
+            ]
+    return []
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:
@@ -187,3 +211,28 @@ def test_a_circle_is_found_through_a_package_and_a_lazy_import(tmp_path):
         },
     )
     assert circles(import_graph(root)) == [{"model", "model.gpt", "model.engine"}]
+
+
+def test_a_lazy_import_by_name_is_found(tmp_path):
+    """A package's PEP 562 table of names (``_HOMES``: name -> the module it is
+    imported from on first use) and ``importlib.import_module("...")`` are imports
+    too, although no import statement names them."""
+    root = write(
+        tmp_path,
+        {
+            "viz/__init__.py": (
+                "import importlib\n"
+                "_HOMES = {'train': 'training.loop'}\n"
+                "def __getattr__(name):\n"
+                "    return getattr(importlib.import_module(_HOMES[name]), name)\n"
+            ),
+            "viz/plot.py": "import importlib\nimportlib.import_module('training.run_writer')\n",
+            "training/__init__.py": "",
+            "training/loop.py": "",
+            "training/run_writer.py": "",
+            "train.py": "from viz import train\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph["train"] == {"viz"}
+    assert upward_imports(graph) == ["viz -> training.loop", "viz.plot -> training.run_writer"]
