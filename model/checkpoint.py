@@ -24,7 +24,8 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     corpus           the files and splits trained on, see `training.checkpoint`
                      (ckpt.pt only; absent in files written before it existed)
     environment      the torch version, device and CPU threads it was trained with, see
-                     `training.environment` (ckpt.pt only; absent in older files)
+                     `training.checkpoint`'s environment record (ckpt.pt only; absent
+                     in older files)
     scaler           train.dtype float16 only (ckpt.pt): torch.amp.GradScaler's
                      state_dict, the loss scale and its growth tracker
     skipped_steps    with ``scaler``: optimizer steps loss scaling has skipped so far

@@ -50,11 +50,14 @@ from model import GPT, GPTConfig
 from model.checkpoint import BEST_NAME, CKPT_NAME, load_checkpoint, save_checkpoint
 from training.checkpoint import (
     CORPUS_KEY,
+    ENVIRONMENT_KEY,
     check_corpus_on_resume,
     check_resume,
     checkpoint_contents,
     corpus_changes,
     corpus_record,
+    environment_note,
+    environment_record,
     restore_training_state,
     seed_everything,
     seed_rank_stream,
@@ -62,7 +65,6 @@ from training.checkpoint import (
 )
 from training.config import RunConfig
 from training.distributed import init_distributed, shutdown_distributed, wrap_for_data_parallel
-from training.environment import ENVIRONMENT_KEY, environment_note, environment_record
 from training.evaluate import Evaluator, WholeSplitStopped
 from training.optim import WeightAverage, build_optimizer
 from training.precision import (
