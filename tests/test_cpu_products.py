@@ -78,7 +78,7 @@ def test_installed_only_inside_the_block_and_layers_without_groups_keep_f_linear
 
 
 def test_the_engine_installs_the_products_around_each_pass_only(small_weights_too):
-    """Between the steps of a generation (where a caller may train, say) the model is
+    """Between the steps of a generation (while the caller holds the stream, say) the model is
     its plain self."""
     model = sharp_model(VOCAB, BLOCK, n_embd=32)
     steps = Engine(model, cpu_products=True).tokens(
