@@ -160,6 +160,10 @@ class KVCache:
         angles: RoPE: the (T, d_k/2) cos and sin of ``positions``' rotations,
             computed once for every layer; None: the rotary table's rows 0 .. T-1
             (right only for positions 0 .. T-1), or no RoPE.
+
+    Raises:
+        ValueError: no ``mask`` for T > 1 new tokens over S != T slots (the causal
+            mask among the new tokens would line up with the wrong slots).
     """
 
     def __init__(
@@ -170,6 +174,11 @@ class KVCache:
         mask: torch.Tensor | None = None,
         angles: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
+        if mask is None and 1 < positions.numel() != keys.size(3):
+            raise ValueError(
+                f"KVCache: {positions.numel()} new tokens over {keys.size(3)} slots need "
+                "a (T, S) mask; without one, S must equal T (a prefill from position 0)"
+            )
         self.keys, self.values = keys, values
         self.positions = positions
         self.slots = positions % keys.size(3)  # (T,)

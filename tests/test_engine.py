@@ -24,7 +24,7 @@ from model.engine import (
     read_in_chunks,
     sliding_window_keep,
 )
-from model.gpt import Block
+from model.gpt import Block, KVCache
 from model.sampling import Sampling
 
 VOCAB = 20
@@ -181,3 +181,14 @@ def test_a_change_to_block_changes_training_and_cached_decoding_alike(position, 
     assert (after != before).sum() > 5
     compiled = generate(model, prompt, new, greedy, compile=True)
     assert torch.equal(compiled, after)  # the compiled step traces the patched block
+
+
+def test_a_cache_without_a_mask_refuses_new_tokens_that_do_not_fill_it():
+    """Several new tokens over more slots than tokens, with no mask: the causal mask
+    among them would line up with the wrong slots, so KVCache says what is missing."""
+    keys = torch.zeros(1, 1, 2, 8, 4)
+    positions = torch.arange(3)
+    with pytest.raises(ValueError, match=r"3 new tokens over 8 slots need a \(T, S\) mask"):
+        KVCache(keys, keys.clone(), positions)
+    KVCache(keys[..., :3, :], keys[..., :3, :].clone(), positions)  # a prefill: S == T
+    KVCache(keys, keys.clone(), torch.tensor([5]))  # one token: a decode step
