@@ -512,6 +512,12 @@ def check_steps(page: Page, url: str, explorer: AttentionExplorer, prompt: str) 
     assert "−∞" in page.find("#derivation [data-role=mask]").text
     assert page.derivation()["model-weight"][1] == 0.0 == page.derivation()["weight"][1]
     done.append("hover previews, a click keeps, Unlock releases; a future cell shows −∞, weight 0")
+    # X·Xᵀ is the chapter's form, not a step of the model: its numbers are not the model's.
+    page.find(f"#steps table[data-step='xx_weights'] td[data-i='{T - 1}'][data-j='0']").click()
+    page.wait_for(lambda d: page.derivation_cell() == ("xx", str(T - 1), "0"), "X·Xᵀ's cell")
+    for text, _ in page.derivation().values():
+        assert "the model's" not in text, f"an X·Xᵀ number called the model's: {text!r}"
+    assert "X·Xᵀ" in page.derivation()["model-weight"][0]
 
     # A row of weights·V: the weighted values and their sum.
     row = T - 1
@@ -565,6 +571,23 @@ def check_steps(page: Page, url: str, explorer: AttentionExplorer, prompt: str) 
             assert math.isclose(float(p), own_probs[label], abs_tol=1e-9), (label, p)
     weights = page.step_cells("weights")
     assert [text for text, _ in weights[3][:4]] == ["0.25"] * 4
+    # Under a switch the tables are the what-if's: the derivation must not call them the
+    # model's.
+    page.find("#steps table[data-step='weights'] td[data-i='3'][data-j='1']").click()
+    page.wait_for(lambda d: page.derivation_cell() == ("cell", "3", "1"), "the derivation")
+    for text, _ in page.derivation().values():
+        assert "the model's" not in text, f"a what-if number called the model's: {text!r}"
+    assert "what-if" in page.derivation()["model-weight"][0]
+    if steps["out"]["shape"][1] > 16:
+        page.heatmap_event("out", 3, 0, "click")
+    else:
+        page.find("#steps table[data-step='out'] td[data-i='3'][data-j='0']").click()
+    page.wait_for(lambda d: page.derivation_cell()[:2] == ("row", "3"), "the row's sum")
+    header = page.find("#derivation [data-role=weighted-sum] thead th:nth-child(3)").text
+    assert header == "the what-if's", header
+    last_block = page.find(f"#lens table[data-position='{T - 1}'] tbody tr:last-child th").text
+    assert last_block.endswith("the what-if's prediction"), last_block
+    page.find("#unlock").click()
     assert page.find("#whatif-changes").is_displayed()
     page.find('#switches input[data-switch="uniform"]').click()
     page.steps_ready(layer, head, "")
