@@ -317,7 +317,9 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
         Step(
             "xx_weights",
             2,
-            "softmax of the masked X·Xᵀ: the chapter's first weights",
+            "softmax of the masked X·Xᵀ: the chapter's first weights (a row's own x·x, "
+            "its squared length over all C channels, usually dwarfs the rest: hence the "
+            "diagonal)",
             "softmax(mask(X·Xᵀ)), no ÷√d_k",
             "viz/attention_steps.py xx_scores (not a step of the model)",
             xx_weights,
