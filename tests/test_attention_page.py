@@ -299,9 +299,14 @@ def test_serve_prints_its_address_and_stops_cleanly_on_ctrl_c(tmp_path, capsys, 
     monkeypatch.setattr(ExplorerServer, "serve_forever", announced_serve_forever)
 
     def browse_then_press_ctrl_c():
-        if serving.wait(timeout=TIMEOUT_S):  # the timeout only keeps a hang from stalling CI
-            pages.append(fetch(f"http://127.0.0.1:{port}/")[0])
-        _thread.interrupt_main()  # what Ctrl-C does: KeyboardInterrupt in the main thread
+        try:
+            if serving.wait(timeout=TIMEOUT_S):  # the timeout only keeps a hang from stalling CI
+                pages.append(fetch(f"http://127.0.0.1:{port}/")[0])
+        except Exception as e:  # shown by the assert below, not lost with this thread
+            pages.append(e)
+        finally:
+            # Even when the fetch failed: otherwise the server would serve for ever.
+            _thread.interrupt_main()  # what Ctrl-C does: KeyboardInterrupt in the main thread
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
