@@ -180,13 +180,13 @@ def find_sources(path: str | Path, include: str = "*") -> CorpusSources:
         for match in matches:
             candidates += walker.files_under(match) if match.is_dir() else [match]
         root = _common_folder(candidates) if candidates else Path(given).parent
-    elif path.is_symlink():
-        raise _broken_link(path)
-    elif path.exists():
+    elif path.exists():  # links followed: /dev/stdin, a link to a pipe, is a pipe
         raise CorpusError(
             f"data.path: {shown(path)} is neither a file nor a folder (a pipe or a "
             "device?); save the text to a file and point data.path at it"
         )
+    elif path.is_symlink():
+        raise _broken_link(path)
     else:
         raise CorpusError(f"data.path: no such file or folder: {shown(path)}{_relative_note(path)}")
     named = [(_relative_name(file, root), file) for file in candidates]

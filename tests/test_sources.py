@@ -221,6 +221,22 @@ def test_a_broken_link_or_an_unlistable_folder_is_named_not_skipped(nested, monk
             find_sources(f"{nested}{form}")
 
 
+def test_a_link_to_a_pipe_is_called_a_pipe_not_a_broken_link(tmp_path):
+    """data.path=/dev/stdin (a link to /proc/self/fd/0, a pipe under `echo ... |`) was
+    called "a link to /proc/self/fd/0, which does not exist or loops", and told to
+    fix or remove the link. A link to a pipe gets the pipe's own message."""
+    import os
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    link = tmp_path / "stdin"
+    link.symlink_to(pipe)
+    for path in (pipe, link):
+        with pytest.raises(CorpusError, match=r"neither a file nor a folder \(a pipe") as e:
+            find_sources(path)
+        assert "does not exist" not in str(e.value)
+
+
 def test_a_file_name_that_is_not_utf8_is_read_and_shown_with_escapes(nested, tmp_path):
     """caf\\xe9.txt in Latin-1 bytes crashed the fingerprint with a traceback that did
     not name it (issue 33, point 2): it is read like any other file, and every message
