@@ -190,6 +190,22 @@ def test_an_out_dir_that_is_not_utf8_is_refused_before_anything_is_made(tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_an_out_dir_that_is_a_file_is_named_with_the_fix(tmp_path, below):
+    """out_dir=notes.txt (or notes.txt/sub), a file: "cannot create or write
+    notes.txt: File exists" (or "Not a directory") named no fix."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        train(load_config(None, [f"out_dir={notes / below}", "device=cpu"]))
+    where = f"out_dir={notes}" if not below else f"out_dir={notes / below}: {notes}"
+    assert str(refused.value) == (
+        f"{where} is a file, not a folder. Choose another out_dir=..., or move the file away"
+    )
+    assert notes.read_text(encoding="utf-8") == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_a_failure_while_the_run_opens_closes_its_event_writer(
     tmp_path, shakespeare_path, monkeypatch
 ):

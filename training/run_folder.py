@@ -62,14 +62,15 @@ class RunFolder:
 
     Raises:
         ConfigError: if a new run would overwrite an earlier run's files, a resume
-            finds no checkpoint, the folder cannot be created, another run holds it,
-            or its path is not UTF-8.
+            finds no checkpoint, the folder cannot be created (or a file stands in its
+            place), another run holds it, or its path is not UTF-8.
     """
 
     def __init__(self, out_dir: Path, resume: bool, overwrite: bool, lock: bool = True):
         self.out_dir = Path(out_dir)
         self.overwrite = overwrite
         _check_utf8_name(self.out_dir)
+        _check_no_file_in_the_way(self.out_dir)
         # A run still before its first checkpoint has left files that look like an
         # earlier run's: say that it is running, not that it may be overwritten.
         if lock and run_in_progress(self.out_dir):
@@ -211,6 +212,30 @@ def _check_utf8_name(out_dir: Path) -> None:
             "event files cannot be written under such a name: choose an out_dir spelt in "
             "UTF-8"
         ) from None
+
+
+def _check_no_file_in_the_way(out_dir: Path) -> None:
+    """Refuse an out_dir that is, or lies under, a file: creating it would fail with
+    a bare "File exists" or "Not a directory".
+
+    Raises:
+        ConfigError: naming the file and the fix.
+    """
+    in_the_way = None
+    for path in (out_dir, *out_dir.parents):
+        try:
+            if path.exists() and not path.is_dir():
+                in_the_way = path
+                break
+        except OSError:  # a folder it cannot look into: creating out_dir will say so
+            break
+    if in_the_way is not None:
+        where = f"out_dir={shown(out_dir)}"
+        if in_the_way != out_dir:
+            where += f": {shown(in_the_way)}"
+        raise ConfigError(
+            f"{where} is a file, not a folder. Choose another out_dir=..., or move the file away"
+        )
 
 
 # What a training command needs where nothing says which recipe or corpus a folder is for.
