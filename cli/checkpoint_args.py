@@ -51,12 +51,20 @@ def resolve_checkpoint_path(out_dir: str | Path, checkpoint: str) -> Path:
 
 def _missing_checkpoint_hint(path: Path) -> str:
     """What to do about a checkpoint that is not there, judged from its folder: the
-    checkpoints it does hold (and the closest name), or whether its run is still
-    before its first evaluation (it holds the folder's lock) or stopped before it."""
+    checkpoints it does hold (and the closest name), whether its run is still before
+    its first evaluation (it holds the folder's lock) or stopped before it, or the
+    flags that read a file given as the folder."""
     # The trainer's module, on this error path only: sampling starts without it.
     from training.run_folder import training_command
 
     folder = path.parent
+    if folder.is_file():  # --out-dir named the checkpoint itself, or another file
+        # A bare name would be looked up in the default run folder: ./ makes it a path.
+        as_path = folder if len(folder.parts) > 1 or folder.is_absolute() else f"./{folder}"
+        return (
+            f"{folder} is a file, not a run folder; give --checkpoint {as_path} to read "
+            f"that file, or --out-dir {folder.parent}"
+        )
     if not folder.is_dir():
         return f"there is no run folder {folder}; train one first: {training_command(folder)}"
     held = sorted(p.name for p in folder.glob("*.pt") if p.is_file())

@@ -263,6 +263,29 @@ def test_a_missing_checkpoint_says_what_to_do(tmp_path):
     assert "best.pt appears at the run's first evaluation; ckpt.pt is there" in hint(run, "best.pt")
 
 
+def test_an_out_dir_that_names_a_checkpoint_file_points_to_checkpoint(tmp_path, monkeypatch):
+    """--out-dir runs/x/ckpt.pt (the file, not its folder) said "there is no run folder
+    runs/x/ckpt.pt; train one first: ... out_dir=runs/x/ckpt.pt", which cannot work: a
+    file stands there. The hint now names the two flags that would read it."""
+    from cli.checkpoint_args import resolve_checkpoint_path
+    from model.checkpoint import CheckpointError
+
+    ckpt = tmp_path / "run" / "ckpt.pt"
+    ckpt.parent.mkdir()
+    ckpt.write_bytes(b"")
+    with pytest.raises(CheckpointError) as e:
+        resolve_checkpoint_path(ckpt, "ckpt.pt")
+    assert str(e.value) == (
+        f"no checkpoint at {ckpt / 'ckpt.pt'}: {ckpt} is a file, not a run folder; "
+        f"give --checkpoint {ckpt} to read that file, or --out-dir {ckpt.parent}"
+    )
+    assert "train.py" not in str(e.value)
+    # A bare name given to --checkpoint is looked up in the run folder: ./ keeps it a path.
+    monkeypatch.chdir(ckpt.parent)
+    with pytest.raises(CheckpointError, match=r"give --checkpoint \./ckpt\.pt to read"):
+        resolve_checkpoint_path("ckpt.pt", "ckpt.pt")
+
+
 def _tiny_model_on(tmp_path, text: str, name: str):
     corpus = tmp_path / f"{name}.txt"
     corpus.write_text(text, encoding="utf-8")
