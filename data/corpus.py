@@ -318,10 +318,27 @@ def _prepare_into(folder: Path, text: CorpusText, progress: bool) -> dict:
                     shutil.rmtree(folder, ignore_errors=True)
                     os.replace(tmp, folder)
     except OSError as e:
-        raise CorpusError(
-            f"data.cache_dir: cannot write to {shown(cache_dir)}: {e.strerror}"
-        ) from None
+        blocker = _file_in_the_way(cache_dir)
+        reason = (
+            f"{shown(blocker)} is a file, not a folder. Choose another data.cache_dir, or "
+            "move the file away"
+            if blocker is not None
+            else e.strerror
+        )
+        raise CorpusError(f"data.cache_dir: cannot write to {shown(cache_dir)}: {reason}") from None
     return meta
+
+
+def _file_in_the_way(folder: Path) -> Path | None:
+    """The file that stands at ``folder`` or at one of its parents, if any: what makes
+    creating it fail with "File exists" or "Not a directory"."""
+    for path in (folder, *folder.parents):
+        try:
+            if path.exists() and not path.is_dir():
+                return path
+        except OSError:  # a folder it cannot look into
+            return None
+    return None
 
 
 def in_repository(path: str | Path, default: str) -> Path:

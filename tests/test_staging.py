@@ -226,6 +226,21 @@ def test_an_unwritable_cache_is_named(tmp_path, text_file, monkeypatch):
     assert os.path.isdir(tmp_path / "cache")
 
 
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_a_cache_dir_that_is_a_file_is_named_with_the_fix(tmp_path, text_file, below):
+    """data.cache_dir=notes.txt (a file) said only "cannot write to notes.txt: File
+    exists" (under it: "Not a directory"), with no fix."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me\n", encoding="utf-8")
+    with pytest.raises(CorpusError) as refused:
+        prepare_corpus(text_file, 0.1, notes / below)
+    assert str(refused.value) == (
+        f"data.cache_dir: cannot write to {notes / below}: {notes} is a file, not a "
+        "folder. Choose another data.cache_dir, or move the file away"
+    )
+    assert notes.read_text(encoding="utf-8") == "keep me\n"
+
+
 def test_a_file_system_without_locks_prepares_and_removes_no_live_folder(
     tmp_path, text_file, monkeypatch
 ):
