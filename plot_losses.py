@@ -26,6 +26,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def plot_path(given: str | None, out_dir: Path) -> Path:
+    """Where the plot goes: ``given`` (--png), or OUT_DIR/losses.png. A name without a
+    suffix gets ".png", as matplotlib's savefig adds it, so that "wrote ..." names the
+    file written; the suffix chooses the format (.png, .pdf, .svg, ...).
+
+    Raises:
+        ValueError: for a folder, or a suffix matplotlib cannot write.
+    """
+    if given is None:
+        return out_dir / "losses.png"
+    png = Path(given)
+    if png.is_dir():
+        raise ValueError(f"--png {png} is a folder: give a file name such as {png / 'losses.png'}")
+    if not png.suffix:
+        return png.with_name(png.name + ".png")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if png.suffix[1:].lower() not in formats:
+        raise ValueError(
+            f"--png: cannot write {png.suffix} files; use a name ending in .png (or "
+            + ", ".join(f".{f}" for f in sorted(formats) if f != "png")
+            + ")"
+        )
+    return png
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the plot; returns the exit status (2 when there is nothing to plot)."""
     args = build_parser().parse_args(argv)
@@ -33,14 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.dpi <= 0:
             raise ValueError(f"--dpi must be > 0, got {args.dpi}")
+        png = plot_path(args.png, out_dir)
         curves = read_scalar_curves(out_dir, list(LOSS_TAGS))
         fig = loss_figure(curves, title=str(out_dir))
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    png = Path(args.png) if args.png else out_dir / "losses.png"
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=args.dpi)
+    try:
+        png.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(png, dpi=args.dpi)
+    except OSError as e:
+        print(f"error: --png: cannot write {png}: {e.strerror or e}", file=sys.stderr)
+        return 2
     if VAL_LOSS in curves:
         val = curves[VAL_LOSS]
         print(

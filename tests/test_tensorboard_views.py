@@ -210,6 +210,32 @@ def test_loss_plot_reads_the_event_files(run, tmp_path, capsys):
     assert "no TensorBoard event files" in capsys.readouterr().err
 
 
+def test_loss_plot_names_the_file_it_writes_and_refuses_what_it_cannot(run, tmp_path, capsys):
+    """--png lossy (no suffix) and --png FOLDER wrote lossy.png and FOLDER.png but said
+    "wrote lossy" and "wrote FOLDER"; --png x.xyz and a --png under a file ended in a
+    traceback once the events were read."""
+    _, result = run
+    args = ["--out-dir", str(result.out_dir), "--png"]
+    folder = tmp_path / "plots"
+    folder.mkdir()
+    for given, written in ((tmp_path / "lossy", tmp_path / "lossy.png"), (folder, None)):
+        code = plot_losses.main([*args, str(given)])
+        out, err = capsys.readouterr()
+        if written is None:
+            assert code == 2 and "Traceback" not in err
+            assert f"--png {folder} is a folder: give a file name such as" in err
+        else:
+            assert code == 0 and out.endswith(f"wrote {written}\n")
+            assert matplotlib.image.imread(written).shape[:2] == (400, 1100)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lossy.png", "plots"]
+    assert plot_losses.main([*args, str(tmp_path / "x.xyz")]) == 2
+    err = capsys.readouterr().err
+    assert "--png: cannot write .xyz files; use a name ending in .png" in err, err
+    (tmp_path / "notes.txt").write_text("", encoding="utf-8")
+    assert plot_losses.main([*args, str(tmp_path / "notes.txt" / "x.png")]) == 2
+    assert "error: --png: cannot write" in capsys.readouterr().err
+
+
 def test_prompt_the_corpus_lacks_falls_back_to_validation_text():
     tokenizer = CharTokenizer.from_text("가나다\n라마바사아자\n")
     val_ids = tokenizer.encode("다\n라마바사아자\n")
