@@ -36,6 +36,7 @@ import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from cli.console import discard_stdout, run_command
+from cli.figure_file import figure_path
 from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
@@ -258,20 +259,24 @@ def main(argv: list[str] | None = None) -> int:
         weights = prompt_attention(model.to(device), ids)
         table = select_head(weights, args.layer, args.head)
         png_layers = parse_layers(args.png_layers, weights.size(0))
+        png = figure_path(args.png, Path(args.out_dir) / "attention.png")
     except (ValueError, CheckpointError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     n_layer, n_head = weights.shape[:2]
     # The files first: a reader that stops reading the table (| head) must not cost them.
-    png = Path(args.png) if args.png else Path(args.out_dir) / "attention.png"
-    png.parent.mkdir(parents=True, exist_ok=True)
     # matplotlib is imported for the picture only: loading the model does without it.
     from viz.attention_plot import attention_grid_figure
 
     fig = attention_grid_figure(
         weights[png_layers], args.prompt, layers=png_layers, title=f"{path}: {args.prompt!r}"
     )
-    fig.savefig(png, dpi=args.dpi)
+    try:
+        png.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(png, dpi=args.dpi)
+    except OSError as e:
+        print(f"error: --png: cannot write {png}: {e.strerror or e}", file=sys.stderr)
+        return 2
     if args.html:
         html = Path(args.html)
         html.parent.mkdir(parents=True, exist_ok=True)

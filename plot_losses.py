@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from cli.console import run_command
+from cli.figure_file import figure_path
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import VAL_LOSS, read_scalar_curves
 
@@ -26,33 +27,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def plot_path(given: str | None, out_dir: Path) -> Path:
-    """Where the plot goes: ``given`` (--png), or OUT_DIR/losses.png. A name without a
-    suffix gets ".png", as matplotlib's savefig adds it, so that "wrote ..." names the
-    file written; the suffix chooses the format (.png, .pdf, .svg, ...).
-
-    Raises:
-        ValueError: for a folder, or a suffix matplotlib cannot write.
-    """
-    if given is None:
-        return out_dir / "losses.png"
-    png = Path(given)
-    if png.is_dir():
-        raise ValueError(f"--png {png} is a folder: give a file name such as {png / 'losses.png'}")
-    if not png.suffix:
-        return png.with_name(png.name + ".png")
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    formats = FigureCanvasBase.get_supported_filetypes()
-    if png.suffix[1:].lower() not in formats:
-        raise ValueError(
-            f"--png: cannot write {png.suffix} files; use a name ending in .png (or "
-            + ", ".join(f".{f}" for f in sorted(formats) if f != "png")
-            + ")"
-        )
-    return png
-
-
 def main(argv: list[str] | None = None) -> int:
     """Write the plot; returns the exit status (2 when there is nothing to plot)."""
     args = build_parser().parse_args(argv)
@@ -60,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.dpi <= 0:
             raise ValueError(f"--dpi must be > 0, got {args.dpi}")
-        png = plot_path(args.png, out_dir)
+        png = figure_path(args.png, out_dir / "losses.png")
         curves = read_scalar_curves(out_dir, list(LOSS_TAGS))
         fig = loss_figure(curves, title=str(out_dir))
     except (FileNotFoundError, ValueError) as e:

@@ -256,6 +256,22 @@ def test_html_file_embeds_the_prompt_and_no_external_url(tmp_path, capsys):
     )
 
 
+def test_png_names_the_file_it_writes_and_refuses_what_it_cannot(tmp_path, capsys):
+    """--png grid (no suffix) wrote grid.png but said "wrote grid"; --png x.xyz ended in
+    matplotlib's traceback. The helper is plot_losses.py's (cli/figure_file.py)."""
+    path = tmp_path / "ckpt.pt"
+    save_sharp_checkpoint(path)
+    argv = ["--checkpoint", str(path), "--prompt", PROMPT, "--device", "cpu", "--dpi", "10"]
+    assert explore_attention.main([*argv, "--png", str(tmp_path / "grid")]) == 0
+    assert f"wrote {tmp_path / 'grid.png'}: " in capsys.readouterr().out
+    assert (tmp_path / "grid.png").is_file() and not (tmp_path / "grid").exists()
+    assert explore_attention.main([*argv, "--png", str(tmp_path / "x.xyz")]) == 2
+    out, err = capsys.readouterr()
+    assert "--png: cannot write .xyz files" in err and "Traceback" not in err and out == ""
+    assert explore_attention.main([*argv, "--png", str(tmp_path)]) == 2
+    assert f"--png {tmp_path} is a folder: give a file name such as" in capsys.readouterr().err
+
+
 def test_cli_refuses_to_serve_what_it_cannot(tmp_path, capsys):
     def fails(*argv) -> str:
         assert explore_attention.main([*argv, "--device", "cpu"]) == 2

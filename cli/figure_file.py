@@ -1,0 +1,34 @@
+"""The file a command writes a figure to (plot_losses.py, explore_attention.py --png):
+checked before any work, and named as it will be written.
+
+    png = figure_path(args.png, out_dir / "losses.png")   # ValueError: a folder, .xyz
+"""
+
+from pathlib import Path
+
+
+def figure_path(given: str | None, default: Path) -> Path:
+    """Where a figure goes: ``given`` (--png), or ``default``. A name without a suffix
+    gets ".png", as matplotlib's savefig adds it, so that "wrote ..." names the file
+    written; the suffix chooses the format (.png, .pdf, .svg, ...).
+
+    Raises:
+        ValueError: for a folder, or a suffix matplotlib cannot write.
+    """
+    if given is None:
+        return default
+    png = Path(given)
+    if png.is_dir():
+        raise ValueError(f"--png {png} is a folder: give a file name such as {png / default.name}")
+    if not png.suffix:
+        return png.with_name(png.name + ".png")
+    from matplotlib.backend_bases import FigureCanvasBase  # only once a suffix is given
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if png.suffix[1:].lower() not in formats:
+        raise ValueError(
+            f"--png: cannot write {png.suffix} files; use a name ending in .png (or "
+            + ", ".join(f".{f}" for f in sorted(formats) if f != "png")
+            + ")"
+        )
+    return png
