@@ -45,7 +45,9 @@ class TrainConfig:
         250, "evaluate and checkpoint every N steps, and at the end", bounds="> 0"
     )
     log_interval: int = setting(
-        10, "training scalars (and progress lines) every N steps", bounds="> 0"
+        10,
+        "training scalars every N steps; progress lines too (without a terminal, at most one every 10 s)",
+        bounds="> 0",
     )
     eval_tokens: int = setting(
         131072,
