@@ -46,7 +46,8 @@ class TrainConfig:
     )
     log_interval: int = setting(
         10,
-        "training scalars every N steps; progress lines too (without a terminal, at most one every 10 s)",
+        "training scalars every N steps; progress lines too (without a terminal, "
+        "at most one every 10 s)",
         bounds="> 0",
     )
     eval_tokens: int = setting(
