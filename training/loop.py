@@ -314,10 +314,11 @@ class Trainer:
 
     def opening_lines(self, start: int) -> list[str]:
         """What the run says before its first step, from step ``start``: notes on the
-        corpus, the schedule, the evaluation batch and TensorBoard, the settings a
+        corpus, the precision, the schedule, the evaluation batch and TensorBoard, the settings a
         resume changed, and the start line (see `training.report.start_lines`)."""
         notes = [*self.corpus_notes, self.environment_note, *schedule_notices(self.cfg.train)]
-        notes += [self.schedule_note, self.evaluator.note, tensorboard_line(self.cfg)]
+        notes += [self.precision.note, self.schedule_note, self.evaluator.note]
+        notes.append(tensorboard_line(self.cfg))
         if start and self.dist.is_main:  # what HPARAMS will show beside this stretch
             notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))
         n_params, tokens = self.model.num_params(), self.report.tokens_per_step

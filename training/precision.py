@@ -75,6 +75,20 @@ class Precision:
         """Whether the run scales its loss (float16)."""
         return self.dtype == torch.float16
 
+    @property
+    def note(self) -> str:
+        """A word at the start for a choice that runs but hardly pays: float16 on a CPU,
+        which computes it at speed only with AVX512-FP16 or AMX-FP16 and otherwise
+        emulates it, far slower than float32 (docs/benchmarks.md, precision); "" else."""
+        if self.dtype != torch.float16 or self.device.type != "cpu":
+            return ""
+        return (
+            "note: train.dtype=float16 on a CPU: most CPUs (all without AVX512-FP16 or "
+            "AMX-FP16) emulate float16, far slower than float32; float16 is for GPUs "
+            "without bfloat16. On a CPU take float32, or bfloat16 where `lscpu` lists "
+            "avx512_bf16 or amx_bf16"
+        )
+
     def autocast(self):
         """The context a forward pass runs in (`model.device.autocast_context`): no
         autocast at all for float32."""
