@@ -36,7 +36,7 @@ import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from cli.console import discard_stdout, run_command
-from cli.figure_file import figure_path
+from cli.figure_file import figure_path, save_figure
 from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
@@ -271,11 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     fig = attention_grid_figure(
         weights[png_layers], args.prompt, layers=png_layers, title=f"{path}: {args.prompt!r}"
     )
-    try:
-        png.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(png, dpi=args.dpi)
-    except OSError as e:
-        print(f"error: --png: cannot write {png}: {e.strerror or e}", file=sys.stderr)
+    if error := save_figure(fig, png, args.dpi):
+        print(error, file=sys.stderr)
         return 2
     if args.html:
         html = Path(args.html)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from cli.console import run_command
-from cli.figure_file import figure_path
+from cli.figure_file import figure_path, save_figure
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import VAL_LOSS, read_scalar_curves
 
@@ -40,11 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    try:
-        png.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(png, dpi=args.dpi)
-    except OSError as e:
-        print(f"error: --png: cannot write {png}: {e.strerror or e}", file=sys.stderr)
+    if error := save_figure(fig, png, args.dpi):
+        print(error, file=sys.stderr)
         return 2
     if VAL_LOSS in curves:
         val = curves[VAL_LOSS]

@@ -2,6 +2,7 @@
 checked before any work, and named as it will be written.
 
     png = figure_path(args.png, out_dir / "losses.png")   # ValueError: a folder, .xyz
+    error = save_figure(fig, png, dpi)                    # "" once written
 """
 
 from pathlib import Path
@@ -32,3 +33,15 @@ def figure_path(given: str | None, default: Path) -> Path:
             + ")"
         )
     return png
+
+
+def save_figure(fig, png: Path, dpi: int) -> str:
+    """Write matplotlib figure ``fig`` to ``png`` at ``dpi`` dots per inch, making its
+    folder; return "" once written, or the error line a command prints before it exits
+    with 2 (a folder it cannot make, a file it cannot write)."""
+    try:
+        png.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(png, dpi=dpi)
+    except OSError as e:
+        return f"error: --png: cannot write {png}: {e.strerror or e}"
+    return ""
