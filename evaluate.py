@@ -51,6 +51,9 @@ class SplitScore:
         split: "val" or "test".
         corpus: the corpus's log line (`data.Corpus.origin`).
         iter_num: the checkpoint's training step.
+        dtype: what the forward passes computed in (float32, bfloat16, float16).
+        run_dtype: what the checkpoint's run trained in (its resolved train.dtype;
+            None for a checkpoint written before that key).
     """
 
     loss: float
@@ -58,6 +61,8 @@ class SplitScore:
     split: str
     corpus: str
     iter_num: int
+    dtype: str = "float32"
+    run_dtype: str | None = None
 
     @property
     def bits_per_character(self) -> float:
@@ -150,7 +155,23 @@ def score_split(
     windows = EvaluationWindows(ids, T, id_map=id_map)  # every character after the first
     with tqdm(total=len(windows), unit="window", disable=not progress) as bar:
         loss = mean_windows_loss(model, windows, rows, device, autocast, bar.update)
-    return SplitScore(loss, len(ids), split, corpus.origin, int(ckpt["iter_num"]))
+    dtype_name = str(dtype).removeprefix("torch.")
+    run_dtype = train.get("dtype")
+    return SplitScore(
+        loss, len(ids), split, corpus.origin, int(ckpt["iter_num"]), dtype_name, run_dtype
+    )
+
+
+def dtype_note(score: SplitScore, requested: str) -> str:
+    """A line for a score computed in another dtype than the checkpoint's run trained
+    in (a bfloat16 CPU run scored with --dtype auto, float32 there): its last digits are
+    not the run's own (val/full_loss), and ``--dtype`` as the run gives them; "" else."""
+    if score.run_dtype is None or score.run_dtype == score.dtype:
+        return ""
+    return (
+        f"note: the run trained in {score.run_dtype} and this score is in {score.dtype} "
+        f"(--dtype {requested}): --dtype {score.run_dtype} computes as the run did"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{score.characters:,} characters: {score.loss:.4f} nats/char, "
         f"{score.bits_per_character:.4f} bits/char (perplexity {math.exp(score.loss):.3f})"
     )
+    note = dtype_note(score, args.dtype)
+    if note:
+        print(note)
     return 0
 
 

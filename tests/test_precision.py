@@ -235,6 +235,23 @@ def test_sample_and_evaluate_take_dtype(tmp_path, capsys, linear_output_dtypes):
     assert "invalid choice: 'float64'" in capsys.readouterr().err
 
 
+def test_evaluate_says_when_it_scores_in_another_dtype_than_the_run(tmp_path, capsys):
+    """A bfloat16 CPU run (the bfloat16 CPU recipe) scored with --dtype auto, float32
+    on a CPU: not the run's own number, and the output says which flag gives it."""
+    trained = run(tmp_path, **{"train.dtype": "bfloat16", "train.max_iters": 6})
+    args = ["--out-dir", str(tmp_path / "run"), "--device", "cpu"]
+    capsys.readouterr()
+    assert evaluate.main(args) == 0
+    out = capsys.readouterr().out
+    assert (
+        "note: the run trained in bfloat16 and this score is in float32 (--dtype auto): "
+        "--dtype bfloat16 computes as the run did"
+    ) in out
+    assert evaluate.main([*args, "--dtype", "bfloat16"]) == 0
+    out = capsys.readouterr().out
+    assert "note:" not in out and f"{trained.full_val_loss:.4f} nats/char" in out
+
+
 def test_auto_and_the_refusals_by_device(monkeypatch):
     """What each device is given, with the capability checks planted (no GPU here)."""
     cuda, mps, cpu = torch.device("cuda"), torch.device("mps"), torch.device("cpu")
