@@ -14,9 +14,29 @@ from cli.console import run_command
 from data import CorpusError
 from model.checkpoint import CheckpointError
 from training import ConfigError, load_config, train
-from training.config import config_reference
+from training.config import all_keys, config_reference
 from training.distributed import NonFiniteLossError
 from training.report import plain_warnings
+
+
+def flag_hint(unknown: list[str], argv: list[str]) -> str:
+    """For settings given as flags, nanoGPT's ``--max_iters=100`` or litgpt's ``--dtype
+    float16``: the override to write instead, e.g. "train.max_iters=100"; "" when the
+    first unknown argument of the command line ``argv`` names no key."""
+    flag = next((a for a in unknown if a.startswith("--")), None)
+    if flag is None:
+        return ""
+    name, _, value = flag[2:].partition("=")
+    if not value:  # --dtype float16: the value is the next argument, if any
+        after = argv[argv.index(flag) + 1 :]
+        value = after[0] if after and not after[0].startswith("-") else "VALUE"
+    keys = [k for k in all_keys() if k == name or k.rsplit(".", 1)[-1] == name]
+    if not keys:
+        return ""
+    return (
+        f"train.py takes settings as section.key=value, not as flags: "
+        f"{' or '.join(f'{k}={value}' for k in keys)} (every key: python train.py --help-config)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print every config key with its default and meaning, and exit",
     )
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        hint = flag_hint(unknown, sys.argv[1:] if argv is None else argv)
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}" + (f"\n{hint}" if hint else ""))
     if args.help_config:
         print(config_reference())
         return 0

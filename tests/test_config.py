@@ -301,3 +301,26 @@ def test_the_lists_other_modules_need_are_read_from_the_fields():
         "train.lr_decay_iters",
         "train.accept_changed_corpus",
     }
+
+
+@pytest.mark.parametrize(
+    "argv, override",
+    [
+        (["--max_iters=100"], "train.max_iters=100"),  # nanoGPT's configurator
+        (["--dtype", "float16"], "train.dtype=float16"),  # litgpt-style flag and value
+        (["--n_layer", "6", "--dtype=bfloat16"], "model.n_layer=6"),  # the first is named
+    ],
+)
+def test_settings_given_as_flags_name_the_override_to_write(argv, override, capsys):
+    """A user from nanoGPT or litgpt writes settings as flags; argparse alone says only
+    "unrecognized arguments". train.py names the section.key=value to write instead."""
+    from train import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "unrecognized arguments" in err
+    assert f"not as flags: {override} (every key" in err
+    with pytest.raises(SystemExit):
+        main(["--foo"])  # no such key: argparse's message alone
+    assert "not as flags" not in capsys.readouterr().err
