@@ -52,10 +52,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print every config key with its default and meaning, and exit",
     )
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        hint = flag_hint(unknown, sys.argv[1:] if argv is None else argv)
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}" + (f"\n{hint}" if hint else ""))
+    argv = sys.argv[1:] if argv is None else argv
+    refuse = parser.error
+
+    def refuse_with_hint(message: str):  # argparse's message, then the override to write
+        if message.startswith("unrecognized arguments: "):
+            hint = flag_hint(message.removeprefix("unrecognized arguments: ").split(), argv)
+            message += f"\n{hint}" if hint else ""
+        refuse(message)
+
+    parser.error = refuse_with_hint
+    args = parser.parse_args(argv)
     if args.help_config:
         print(config_reference())
         return 0
