@@ -12,108 +12,45 @@ and written to TensorBoard around the steps goes through one `training.report.Re
 The precision (train.dtype: autocast, and loss scaling for float16) is
 `training.precision`'s.
 
-torch.compile (train.compile) on CPU is set up so that a compiled run repeats exactly.
-The gradient of the token embedding adds each position's (n_embd,) gradient into the
-row of its token id, and many positions share an id. Inductor's generated C++ kernel
-for that sum splits the B*T positions across OpenMP threads that add into shared rows
-with atomic instructions, so the order of the additions, and with it the float
-rounding, changes from one call to the next: two identical runs of the CPU recipe
-differed by about 1e-6 in the loss from step 3 on, and a resumed run drifted from an
-uninterrupted one. With ``torch.use_deterministic_algorithms(True)``, Inductor calls
-``aten.index_put_`` there instead, which then adds on one thread in position order
-(without the setting it too adds with atomics on several threads). The setting is
-process-wide and compiled graphs are guarded on it, and the compiled code runs at every
-step and evaluation, so it stays on while the `Trainer` lives and is put back as it
-was when the trainer closes (`deterministic_algorithms`). The rest of the compiled step
-already repeats exactly on one machine with the same number of threads: other
-reductions keep one partial sum per thread and add them in thread order, dropout draws
-its seeds from torch's generator (which the checkpoint saves), and evaluation,
-compiled separately for no_grad and its batch sizes, leaves the training graph as it
-was.
+torch.compile (train.compile) goes through `training.compiling`, which says what makes a
+compiled CPU run repeat exactly; what a resumed run continues from is `training.resume`'s.
 """
 
 import contextlib
 import copy
 import dataclasses
-import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from data import BatchSampler, prepare_corpus
+from data import BatchSampler, Corpus, prepare_corpus
 from data.staging import signals_raise
 from model import GPT, GPTConfig
-from model.checkpoint import BEST_NAME, CKPT_NAME, load_checkpoint, save_checkpoint
+from model.checkpoint import BEST_NAME, CKPT_NAME, save_checkpoint
 from training.checkpoint import (
     CORPUS_KEY,
     ENVIRONMENT_KEY,
-    check_corpus_on_resume,
-    check_resume,
     checkpoint_contents,
-    corpus_changes,
     corpus_record,
     environment_note,
     environment_record,
-    restore_training_state,
     seed_everything,
     seed_rank_stream,
     training_state,
 )
+from training.compiling import compile_model
 from training.config import RunConfig
 from training.distributed import init_distributed, shutdown_distributed, wrap_for_data_parallel
 from training.evaluate import Evaluator, WholeSplitStopped
 from training.optim import WeightAverage, build_optimizer
-from training.precision import (
-    SkippedSteps,
-    loss_scaling_state,
-    resolve_precision,
-    restore_loss_scaling,
-    saved_dtype,
-)
-from training.report import Reporter, TrainResult, start_lines
+from training.precision import SkippedSteps, loss_scaling_state, resolve_precision
+from training.report import Reporter, RunStart, TrainResult, start_lines
+from training.resume import Resume
 from training.run_folder import RunFolder
 from training.run_writer import TensorBoardViews, hparams_resume_note, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
-
-
-@contextlib.contextmanager
-def deterministic_algorithms() -> Iterator[None]:
-    """torch's deterministic algorithms on for the ``with`` block, and afterwards as they
-    were (see the module docstring for why a compiled CPU run needs them).
-
-    ``warn_only``: an operation with no deterministic version warns, naming itself,
-    instead of stopping the run.
-    """
-    before = torch.are_deterministic_algorithms_enabled()
-    warn_only_before = torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before, warn_only=warn_only_before)
-
-
-def compile_model(model: nn.Module, device: torch.device, scope: contextlib.ExitStack) -> nn.Module:
-    """``torch.compile(model)``; on CPU with torch's deterministic algorithms on until
-    ``scope`` closes (see the module docstring). On CUDA nothing is set: its kernels
-    are not made reproducible here.
-
-    Args:
-        model: the uncompiled model, already on ``device``; its forward takes
-            (B, T) token ids and optional (B, T) targets.
-        device: where it trains.
-        scope: what the trainer puts back when it closes.
-
-    Returns:
-        The compiled module (its state_dict keys carry the ``_orig_mod.`` prefix).
-    """
-    if device.type == "cpu":
-        scope.enter_context(deterministic_algorithms())
-    return torch.compile(model)
 
 
 class Trainer:
@@ -162,38 +99,16 @@ class Trainer:
         # The precision of the forward passes (training.precision); float32: no autocast.
         self.autocast = self.precision.autocast
         cfg.train.dtype = self.precision.name  # resolved in the working copy, as saved
-        d, tc, dist, say = cfg.data, cfg.train, self.dist, self.report.say
-        # DataConfig's keys are prepare_corpus's arguments, by name.
-        show_progress = dist.is_main and self.report.console.interactive
-        self.corpus = prepare_corpus(**dataclasses.asdict(d), progress=show_progress, say=say)
-        say(self.corpus.origin)
-        self.corpus.check_fits(cfg.model.block_size, cfg.model.vocab_size)
-        cfg.model.vocab_size = self.corpus.tokenizer.vocab_size
-        resume_path = self.folder.resume_path
-        ckpt = load_checkpoint(resume_path) if resume_path else None
-        if ckpt:  # a checkpoint from before train.dtype: what its run computed in
-            ckpt["config"].setdefault("train", {})["dtype"] = saved_dtype(ckpt, self.device)
-        self.changed_on_resume = (
-            check_resume(ckpt, cfg, self.corpus.tokenizer.chars, resume_path) if ckpt else []
-        )
+        tc, dist = cfg.train, self.dist
+        self.corpus = self._prepare_corpus(cfg)
         self.corpus_record = corpus_record(self.corpus)  # saved in ckpt.pt
         self.environment = environment_record(self.device)  # saved in ckpt.pt, too
-        # The resume's torch, device and threads against the checkpoint's.
-        self.environment_note = environment_note(
-            ckpt.get(ENVIRONMENT_KEY) if ckpt else None, self.environment
+        # The checkpoint of train.resume, checked against this run (empty for a new run).
+        self.resume = resume = Resume.load(
+            self.folder.resume_path, cfg, self.corpus, self.corpus_record, self.device
         )
-        self.corpus_notes, corpus_changed = [], False
-        if ckpt:
-            accept = tc.accept_changed_corpus
-            self.corpus_notes = check_corpus_on_resume(
-                ckpt, self.corpus_record, accept, resume_path
-            )
-            saved_record = ckpt.get(CORPUS_KEY)
-            corpus_changed = bool(saved_record and corpus_changes(saved_record, self.corpus_record))
         tc.lr_decay_iters, self.schedule_note = resolve_schedule_length(
-            tc,
-            ckpt["config"]["train"]["lr_decay_iters"] if ckpt else None,
-            ckpt["iter_num"] if ckpt else 0,
+            tc, resume.saved_lr_decay_iters, resume.iter_num
         )
         # self.model is the plain module: checkpoints save its weights. fast_model is
         # it compiled (train.compile), for evaluation; train_model is fast_model wrapped
@@ -217,15 +132,9 @@ class Trainer:
         self.sampler = BatchSampler(
             self.corpus.train_ids, block_size, tc.batch_size, seed, self.device
         )
-        if ckpt:  # on resume, the architecture is checked equal: only dropout may differ
-            restore_training_state(
-                ckpt, self.model, self.average, self.optimizer, self.sampler, dist, self.device
-            )
-            self.result.iter_num = ckpt["iter_num"]
-            # On a changed corpus (accepted) the old split's losses do not compare: the
-            # best, and best.pt, are judged again on the split as it is now.
-            self.result.best_val_loss = math.inf if corpus_changed else ckpt["best_val_loss"]
-        skipped_before = restore_loss_scaling(ckpt, self.scaler) if ckpt else 0
+        resume.restore(self.model, self.average, self.optimizer, self.sampler, dist, self.device)
+        self.result.iter_num, self.result.best_val_loss = resume.iter_num, resume.best_val_loss
+        skipped_before = resume.restore_loss_scaling(self.scaler)
         if self.precision.loss_scaling:
             self.report.skipped_steps = SkippedSteps(self.device, skipped_before)
         self.saved_step = None  # the step of the last ckpt.pt this run wrote
@@ -233,6 +142,19 @@ class Trainer:
         self.report.views = TensorBoardViews(
             cfg, self.corpus.tokenizer, self.corpus.val_ids, self.autocast
         )
+
+    def _prepare_corpus(self, cfg: RunConfig) -> Corpus:
+        """The corpus of cfg.data, checked to fit the model; cfg.model.vocab_size (0:
+        "from the corpus") becomes the tokenizer's."""
+        show_progress = self.dist.is_main and self.report.console.interactive
+        # DataConfig's keys are prepare_corpus's arguments, by name.
+        corpus = prepare_corpus(
+            **dataclasses.asdict(cfg.data), progress=show_progress, say=self.report.say
+        )
+        self.report.say(corpus.origin)
+        corpus.check_fits(cfg.model.block_size, cfg.model.vocab_size)
+        cfg.model.vocab_size = corpus.tokenizer.vocab_size
+        return corpus
 
     def run(self) -> TrainResult:
         """Train from the current iteration to train.max_iters (see `train`)."""
@@ -316,23 +238,25 @@ class Trainer:
         """What the run says before its first step, from step ``start``: notes on the
         corpus, the precision, the schedule, the evaluation batch and TensorBoard, the settings a
         resume changed, and the start line (see `training.report.start_lines`)."""
-        notes = [*self.corpus_notes, self.environment_note, *schedule_notices(self.cfg.train)]
+        resume = self.resume
+        notes = [*resume.corpus_notes, environment_note(resume.saved_environment, self.environment)]
+        notes += schedule_notices(self.cfg.train)
         notes += [self.precision.note, self.schedule_note, self.evaluator.note]
         notes.append(tensorboard_line(self.cfg))
         if start and self.dist.is_main:  # what HPARAMS will show beside this stretch
             notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))
-        n_params, tokens = self.model.num_params(), self.report.tokens_per_step
-        return start_lines(
+        opening = RunStart(
             self.cfg,
             self.dist,
             self.device,
-            n_params,
-            tokens,
-            start,
-            notes,
-            self.changed_on_resume,
-            self.precision.describe(),
+            num_params=self.model.num_params(),
+            tokens_per_iter=self.report.tokens_per_step,
+            start=start,
+            notes=notes,
+            changed=resume.changed_settings,
+            precision=self.precision.describe(),
         )
+        return start_lines(opening)
 
     def evaluated_models(self) -> tuple[torch.nn.Module, GPT]:
         """What is evaluated, saved as the model and sampled: the weight average once

@@ -209,44 +209,52 @@ class Throughput:
         return rate
 
 
-def start_lines(
-    cfg,
-    dist,
-    device,
-    num_params: int,
-    tokens_per_iter: int,
-    start: int,
-    notes=(),
-    changed=(),
-    precision: str = "",
-) -> list[str]:
-    """What a run says before its first step: ``notes`` (e.g. the schedule's), the
-    settings ``changed`` on resume, the start line (device, processes, precision,
-    parameters, batch, steps) and, with train.compile, that compiling comes first.
+@dataclass
+class RunStart:
+    """What a run says before its first step is made of (see `start_lines`).
 
-    Args:
-        cfg: the resolved RunConfig; dist: the DistContext; device: the torch device.
+    Attributes:
+        cfg: the resolved RunConfig.
+        dist: the DistContext.
+        device: the torch device it trains on.
         num_params: parameters without position embeddings.
         tokens_per_iter: tokens per optimizer step over all ranks.
         start: the step training starts from (after a resume, the checkpoint's).
         notes: lines to say first; empty ones are skipped.
         changed: the settings a resume changed, one description each.
-        precision: the dtype the run computes in, as `training.precision.Precision.describe`
-            says it.
+        precision: the dtype the run computes in, as
+            `training.precision.Precision.describe` says it.
     """
-    lines = [note for note in notes if note]
-    if changed:
-        lines.append("note: resuming with changed settings: " + "; ".join(changed))
+
+    cfg: RunConfig
+    dist: DistContext
+    device: torch.device
+    num_params: int
+    tokens_per_iter: int
+    start: int
+    notes: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    precision: str = ""
+
+
+def start_lines(run: RunStart) -> list[str]:
+    """What a run says before its first step: ``run.notes`` (e.g. the schedule's), the
+    settings ``run.changed`` on resume, the start line (device, processes, precision,
+    parameters, batch, steps) and, with train.compile, that compiling comes first."""
+    lines = [note for note in run.notes if note]
+    if run.changed:
+        lines.append("note: resuming with changed settings: " + "; ".join(run.changed))
+    cfg, dist = run.cfg, run.dist
     tc, n = cfg.train, dist.world_size
     group = f" x {n} process{'es' if n > 1 else ''} ({dist.backend} process group)"
-    precision = f", {precision}" if precision else ""
+    precision = f", {run.precision}" if run.precision else ""
     lines.append(
-        f"training on {device}{group if dist.enabled else ''}{precision}: "
-        f"{num_params / 1e6:.2f} M parameters (without position embeddings), vocab "
+        f"training on {run.device}{group if dist.enabled else ''}{precision}: "
+        f"{run.num_params / 1e6:.2f} M parameters (without position embeddings), vocab "
         f"{cfg.model.vocab_size}, "
         f"global batch {tc.batch_size} x {tc.gradient_accumulation_steps} accumulation x "
-        f"{n} ranks = {tokens_per_iter} tokens/step, steps {start}..{tc.max_iters} -> "
-        f"{cfg.out_dir}"
+        f"{n} ranks = {run.tokens_per_iter} tokens/step, steps {run.start}..{tc.max_iters} "
+        f"-> {cfg.out_dir}"
     )
     if cfg.train.compile:
         lines.append("compiling the model (torch.compile): the first step takes a while")
