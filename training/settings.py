@@ -155,8 +155,9 @@ class TrainConfig:
     )
     overwrite: bool = setting(
         False,
-        "replace an earlier run in out_dir (its checkpoints, config and events are deleted "
-        "once the new run's input has been checked)",
+        "replace an earlier run in out_dir (its checkpoints, config and events move aside "
+        "once the new run's input has been checked, and are deleted at the new run's first "
+        "checkpoint, or put back if it ends without one)",
         hyperparameter=False,
         resume_may_change=True,
     )
