@@ -125,7 +125,13 @@ class TrainConfig:
         bounds="[0, 1)",
         note="0: no averaging",
     )
-    ema_start: int = setting(0, "the step after which weight averaging begins", bounds=">= 0")
+    ema_start: int = setting(
+        0,
+        "the step after which weight averaging begins; 0: from the first, with the decay "
+        "warmed up (min(ema_decay, (1 + t) / (10 + t)) at the t-th update), so the first "
+        "steps' weights do not linger in the average",
+        bounds=">= 0",
+    )
     compile: bool = setting(
         False,
         "`torch.compile` the model (on CPU with torch's deterministic algorithms, so runs "
