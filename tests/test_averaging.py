@@ -39,7 +39,7 @@ def test_the_saved_model_is_the_moving_average_of_the_trained_weights(tmp_path, 
     for name, value in expected.items():
         torch.testing.assert_close(ckpt["model"][name], value, atol=1e-6, rtol=1e-5)
         torch.testing.assert_close(ckpt["training_weights"][name], after_each_step[-1][name])
-    assert ckpt["average"] == {"updates": 5}
+    assert ckpt["average"] == {"updates": 5, "warmup": False}
     moved = max((ckpt["model"][k] - after_each_step[-1][k]).abs().max() for k in expected)
     assert moved > 1e-4  # the average is not just the last weights
     best = load_checkpoint(tmp_path / "run" / "best.pt")

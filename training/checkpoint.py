@@ -144,6 +144,15 @@ def check_resume(ckpt: dict, cfg: RunConfig, vocab: list[str], path: Path) -> li
             f"the corpus's vocabulary ({len(vocab)} characters) differs from the "
             f"checkpoint's ({len(ckpt['vocab'])}); resume with the same data.path"
         )
+    saved_embedding_lr = ckpt["config"]["train"].get("embedding_lr")
+    if (saved_embedding_lr is None) != (cfg.train.embedding_lr is None):
+        shown = "null" if saved_embedding_lr is None else saved_embedding_lr
+        problems.append(
+            f"train.embedding_lr is {cfg.train.embedding_lr} but the run used {shown}: "
+            "between null and a value the embedding tables move to or from a parameter "
+            f"group of their own, which the saved optimizer state cannot follow; resume "
+            f"with train.embedding_lr={shown} (another value than null is applied)"
+        )
     if problems:
         raise ConfigError(f"cannot resume from {path}:\n  - " + "\n  - ".join(problems))
     old, new = flatten(ckpt["config"]), flatten(cfg.to_dict())
@@ -175,6 +184,7 @@ def restore_training_state(
     model.load_state_dict(strip_compiled_prefix(ckpt.get("training_weights", ckpt["model"])))
     if average is not None and "average" in ckpt:
         average.restore(strip_compiled_prefix(ckpt["model"]), ckpt["average"])
+    configured = group_settings(optimizer)  # the run's config, before the saved ones
     try:
         optimizer.load_state_dict(ckpt["optimizer"])  # moved to the parameters' device
     except (ValueError, KeyError) as e:
@@ -182,6 +192,11 @@ def restore_training_state(
             "cannot resume: the checkpoint's optimizer state does not fit "
             f"train.optimizer ({e}); resume with the run's optimizer"
         ) from None
+    # load_state_dict brings back the saved groups' settings too: a weight_decay,
+    # beta2, embedding_lr, muon_lr or muon_momentum changed on resume would be listed
+    # as changed and not applied. The moment estimates (the state) stay as saved.
+    for group, settings in zip(optimizer.param_groups, configured, strict=True):
+        group.update(settings)
     saved = ckpt["rng"]
     if saved["world_size"] != dist.world_size:
         raise ConfigError(
@@ -192,6 +207,12 @@ def restore_training_state(
     state = saved["ranks"][dist.rank]
     sampler.load_state_dict(state["sampler"])
     restore_rng_state(state, device)
+
+
+def group_settings(optimizer) -> list[dict]:
+    """Each parameter group's settings (weight_decay, betas, momentum, lr_scale, ...:
+    everything but its parameters), in the order of ``optimizer.param_groups``."""
+    return [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
 
 
 # A prime above any number of ranks: rank r's dropout seed is seed + r x this (mod 2**32).

@@ -4,8 +4,11 @@
 
 Defaults live in the dataclasses (`training.settings`); a YAML file sets any of them; each
 ``section.key=value`` argument overrides one (values are parsed as YAML, so 3e-4,
-true and null work). Unknown keys, wrong types and impossible values are all
-reported together, before any work starts, with the closest valid names.
+true and null work), except that a text key (out_dir, data.path, the prompts) keeps
+its text as typed: out_dir=007 is the folder "007", and so it is in a YAML file, where
+YAML 1.1 would read ``sample_prompt: 12:30`` as 750 (`text_as_typed`). Unknown keys,
+wrong types and impossible values are all reported together, before any work starts,
+with the closest valid names.
 
 Reading the YAML: a key given twice is refused (PyYAML keeps the last without a word,
 so an edit further up a file could be undone by an old line further down), and
@@ -203,8 +206,30 @@ def parse_value(text: str):
     return text
 
 
+def _is_text(key: str) -> bool:
+    """Whether ``key`` holds free text (a path, a prompt): str or str | None, not a
+    choice among names."""
+    hint = _field_types().get(key)
+    return hint is str or (
+        typing.get_origin(hint) in (types.UnionType, typing.Union) and str in typing.get_args(hint)
+    )
+
+
+def parse_text(text: str, nullable: bool):
+    """Read an override's value for a text key as typed: ``out_dir=007`` is the folder
+    "007", not 7, and ``data.path=2024.10`` keeps its 0. Quotes are taken off; null
+    (or ~) is None where the key may be null."""
+    stripped = text.strip()
+    if len(stripped) >= 2 and stripped[0] == stripped[-1] and stripped[0] in "'\"":
+        return stripped[1:-1]
+    if nullable and stripped.lower() in ("null", "~"):
+        return None
+    return text
+
+
 def parse_override(arg: str) -> tuple[str, typing.Any]:
-    """'train.max_iters=100' -> ('train.max_iters', 100); see `parse_value`.
+    """'train.max_iters=100' -> ('train.max_iters', 100); see `parse_value`, and for a
+    text key (out_dir, data.path, train.sample_prompt, ...) `parse_text`.
 
     Raises:
         ConfigError: if the argument has no '='.
@@ -212,7 +237,10 @@ def parse_override(arg: str) -> tuple[str, typing.Any]:
     if "=" not in arg:
         raise ConfigError(f"override {arg!r} must look like section.key=value")
     key, text = arg.split("=", 1)
-    return key.strip(), parse_value(text)
+    key = key.strip()
+    if _is_text(key):
+        return key, parse_text(text, nullable=_field_types()[key] is not str)
+    return key, parse_value(text)
 
 
 def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
@@ -375,6 +403,36 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _plain_scalars(node, prefix: str = "") -> dict[str, str]:
+    """{dotted key: the text as typed} of every unquoted scalar in a composed YAML
+    mapping and its sections."""
+    found = {}
+    if not isinstance(node, yaml.MappingNode):
+        return found
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue
+        dotted = f"{prefix}{key_node.value}"
+        if isinstance(value_node, yaml.ScalarNode) and value_node.style is None:
+            found[dotted] = value_node.value
+        found.update(_plain_scalars(value_node, dotted + "."))
+    return found
+
+
+def text_as_typed(text: str, values: dict) -> dict:
+    """``values`` (a YAML file's, flattened) with each text key that YAML 1.1 read as
+    something else given back as typed: ``sample_prompt: 12:30`` was 750 (base 60),
+    ``0755`` 493 (octal), ``data.path: 2024.10`` 2024.1, ``out_dir: off`` False, and a
+    date a datetime.date. Quoted values and null are left as they are."""
+    typed = _plain_scalars(yaml.compose(text, Loader=_UniqueKeyLoader))
+    return {
+        key: typed[key]
+        if key in typed and _is_text(key) and value is not None and not isinstance(value, str)
+        else value
+        for key, value in values.items()
+    }
+
+
 def load_yaml(text: str):
     """``yaml.safe_load(text)``, refusing a key given twice in one mapping.
 
@@ -470,7 +528,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
         for key, value in tree.items():
             if key in SECTIONS and not isinstance(value, dict):
                 problems.append(f"{path}: section {key!r} must be a mapping of keys")
-        values.update({k: v for k, v in flatten(tree).items() if k not in SECTIONS})
+        flat = {k: v for k, v in flatten(tree).items() if k not in SECTIONS}
+        values.update(text_as_typed(text, flat))
     for arg in overrides:
         try:
             key, value = parse_override(arg)

@@ -239,7 +239,8 @@ class Trainer:
         corpus, the precision, the schedule, the evaluation batch and TensorBoard, the settings a
         resume changed, and the start line (see `training.report.start_lines`)."""
         resume = self.resume
-        notes = [*resume.corpus_notes, environment_note(resume.saved_environment, self.environment)]
+        notes = [*self.folder.notes, *resume.corpus_notes]
+        notes.append(environment_note(resume.saved_environment, self.environment))
         notes += schedule_notices(self.cfg.train)
         notes += [self.precision.note, self.schedule_note, self.evaluator.note]
         notes.append(tensorboard_line(self.cfg))
@@ -302,6 +303,7 @@ class Trainer:
             save_checkpoint({**contents, **state, **record}, self.out_dir / CKPT_NAME)
             if best:
                 save_checkpoint(contents, self.out_dir / BEST_NAME)
+            self.folder.saved()  # a run this one replaces can go now
         self.saved_step = r.iter_num
 
     def evaluate_whole_split(self) -> None:
@@ -333,6 +335,11 @@ class Trainer:
             self.report.say(
                 f"no checkpoint was written: removed {', '.join(removed)} from "
                 f"{self.out_dir}, so the same command starts the run afresh"
+            )
+        if self.folder.restored:  # train.overwrite: the run it was to replace
+            self.report.say(
+                f"the earlier run in {self.out_dir} is back in place "
+                f"({', '.join(self.folder.restored)})"
             )
         if isinstance(getattr(self, "train_model", None), DistributedDataParallel):
             self.train_model = self.fast_model

@@ -8,8 +8,12 @@ runs, or a new run and an old one, from spoiling each other's files.
     .lock          held while a run writes here
 
 - A new run refuses a folder that holds an earlier run, unless asked to resume
-  (train.resume) or to replace it (train.overwrite, which deletes the earlier files
-  only once the new run's input has been checked).
+  (train.resume) or to replace it (train.overwrite). Replacing keeps the earlier run
+  recoverable until the new one is safe: once the new run's input has been checked,
+  the earlier files move aside into ``.replaced-run/``, which is deleted when the new
+  run has written its first checkpoint, and moved back if it ends without one. After
+  a kill (``kill -9``, a power cut) in between, the next run in the folder moves them
+  back before anything else, and says so.
 - One run at a time: an exclusive lock on ``.lock``, released when the process ends.
 - A start that fails on bad input leaves nothing behind: the folders and the lock it
   created are removed again.
@@ -19,7 +23,9 @@ runs, or a new run and an old one, from spoiling each other's files.
   run's". A run stopped by Ctrl-C or SIGTERM writes a checkpoint, and keeps it all.
 """
 
+import os
 import shlex
+import shutil
 from pathlib import Path
 
 import yaml
@@ -34,6 +40,9 @@ from model.checkpoint import (
     temporary_path,
 )
 from training.config import SHIPPED_CONFIGS, ConfigError
+
+# Where train.overwrite keeps the earlier run until the new one has a checkpoint.
+REPLACED_NAME = ".replaced-run"
 
 
 def run_files(out_dir: Path) -> list[Path]:
@@ -75,6 +84,10 @@ class RunFolder:
         # earlier run's: say that it is running, not that it may be overwritten.
         if lock and run_in_progress(self.out_dir):
             raise ConfigError(self._held_message())
+        # Lines for the start of the run: an earlier run put back (see the docstring).
+        self.notes = [self._recover_replaced_run()] if lock else []
+        self.notes = [note for note in self.notes if note]
+        self.restored: list[str] = []  # the earlier run's files moved back by `release`
         self.resume_path = self._check(resume, overwrite)
         # What this run made, removed again if it fails to start (or to save).
         self._made_lock_file = False
@@ -143,9 +156,27 @@ class RunFolder:
             raise ConfigError(self._held_message()) from None
         # The folder is this run's now: a save cut short by SIGKILL or a power cut
         # left its temporary file, as large as a checkpoint, which nothing else removes.
-        for name in (CKPT_NAME, BEST_NAME):
+        for name in (CKPT_NAME, BEST_NAME, CONFIG_NAME):
             temporary_path(self.out_dir / name).unlink(missing_ok=True)
         return lock
+
+    def _recover_replaced_run(self) -> str:
+        """Settle a ``.replaced-run/`` left by a replacing run that was killed: delete
+        it if that run wrote a checkpoint, else put its files back in place of what
+        that run wrote. Returns a line saying which, or "" when there is none."""
+        aside = self.out_dir / REPLACED_NAME
+        if not aside.is_dir():
+            return ""
+        if (self.out_dir / CKPT_NAME).exists():  # the replacing run's own: it is safe
+            shutil.rmtree(aside)
+            return ""
+        for path in run_files(self.out_dir):  # the killed run's config.yaml and events
+            path.unlink()
+        names = _move_files(aside, self.out_dir)
+        return (
+            f"note: a run that replaced the one in {self.out_dir} (train.overwrite) "
+            f"ended before its first checkpoint: put the earlier run back ({', '.join(names)})"
+        )
 
     def _held_message(self) -> str:
         return (
@@ -155,15 +186,25 @@ class RunFolder:
 
     def start(self, given_config: dict) -> None:
         """Called once the run's input has been checked and training begins: with
-        train.overwrite on a new run, delete the earlier run's files; then write
-        config.yaml, the config as given (``RunConfig.to_dict()``)."""
-        if self.overwrite and self.resume_path is None:
-            for old in run_files(self.out_dir):
-                old.unlink()
+        train.overwrite on a new run, move the earlier run's files aside (until
+        `saved`); then write config.yaml, the config as given (``RunConfig.to_dict()``),
+        atomically: a resume rewrites the run's own."""
+        if self.overwrite and self.resume_path is None and run_files(self.out_dir):
+            aside = self.out_dir / REPLACED_NAME
+            aside.mkdir()
+            _move_files(self.out_dir, aside, run_files(self.out_dir))
         self._wrote_files = self.resume_path is None  # from here on, all of run_files
-        (self.out_dir / CONFIG_NAME).write_text(
+        config = self.out_dir / CONFIG_NAME
+        temporary = temporary_path(config)
+        temporary.write_text(
             yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True), encoding="utf-8"
         )
+        os.replace(temporary, config)
+
+    def saved(self) -> None:
+        """Called once a checkpoint is written: an earlier run this one replaces is no
+        longer needed to fall back on, and is deleted."""
+        shutil.rmtree(self.out_dir / REPLACED_NAME, ignore_errors=True)
 
     def release(self, started: bool = True) -> list[str]:
         """Let go of the lock. If the run never started (bad input), or is a new run
@@ -185,6 +226,8 @@ class RunFolder:
                 for path in run_files(self.out_dir):
                     path.unlink(missing_ok=True)
                     removed.append(path.name)
+            if (self.out_dir / REPLACED_NAME).is_dir():  # the run it was to replace
+                self.restored = _move_files(self.out_dir / REPLACED_NAME, self.out_dir)
             if self._made_lock_file:
                 (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
             for folder in self._made_folders:
@@ -194,6 +237,18 @@ class RunFolder:
                     break  # not empty: something else is in there now
         self._made_lock_file, self._made_folders, self._wrote_files = False, [], False
         return removed
+
+
+def _move_files(source: Path, target: Path, paths: list[Path] | None = None) -> list[str]:
+    """Move ``paths`` (all files in ``source`` if None) into the folder ``target``
+    (renames: nothing is copied); an emptied ``source`` other than the run folder
+    itself is removed. Returns the names moved."""
+    paths = sorted(p for p in source.iterdir() if p.is_file()) if paths is None else paths
+    for path in paths:
+        os.replace(path, target / path.name)
+    if source.name == REPLACED_NAME:
+        source.rmdir()
+    return [p.name for p in paths]
 
 
 def _check_utf8_name(out_dir: Path) -> None:

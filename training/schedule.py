@@ -190,7 +190,26 @@ def schedule_notices(cfg) -> list[str]:
             "weight averaging never begins, and the run evaluates and saves the trained "
             f"weights (set train.ema_start below {cfg.max_iters} to average)"
         )
+    elif cfg.ema_decay > 0 and cfg.ema_start > 0:
+        # A chosen start has no warm-up (training.optim): the weights after step
+        # ema_start + 1 keep decay ** (later folds) of the final average, which
+        # matters where that step lies well before the end.
+        share = cfg.ema_decay ** (cfg.max_iters - cfg.ema_start - 1)
+        long_before = cfg.max_iters - cfg.ema_start > cfg.max_iters * EARLY_SHARE_NOTED
+        if share >= EARLY_SHARE_NOTED and long_before:
+            notes.append(
+                f"note: train.ema_decay={cfg.ema_decay:g} averages over about "
+                f"{1 / (1 - cfg.ema_decay):.0f} steps, but {cfg.max_iters - cfg.ema_start} "
+                f"follow train.ema_start={cfg.ema_start}: {share:.0%} of the average the "
+                "run evaluates and saves will be the weights of that step (a smaller "
+                "train.ema_decay, or train.ema_start=0, which warms the decay up)"
+            )
     return notes
+
+
+# The share of the first averaged weights in the final average that a note points out
+# (where they come from further than this share of the run before its end).
+EARLY_SHARE_NOTED = 0.1
 
 
 # A decay that falls this many times faster than the warmup rose is noted as a cliff.

@@ -125,7 +125,13 @@ class TrainConfig:
         bounds="[0, 1)",
         note="0: no averaging",
     )
-    ema_start: int = setting(0, "the step after which weight averaging begins", bounds=">= 0")
+    ema_start: int = setting(
+        0,
+        "the step after which weight averaging begins; 0: from the first, with the decay "
+        "warmed up (min(ema_decay, (1 + t) / (10 + t)) at the t-th update), so the first "
+        "steps' weights do not linger in the average",
+        bounds=">= 0",
+    )
     compile: bool = setting(
         False,
         "`torch.compile` the model (on CPU with torch's deterministic algorithms, so runs "
@@ -155,8 +161,9 @@ class TrainConfig:
     )
     overwrite: bool = setting(
         False,
-        "replace an earlier run in out_dir (its checkpoints, config and events are deleted "
-        "once the new run's input has been checked)",
+        "replace an earlier run in out_dir (its checkpoints, config and events move aside "
+        "once the new run's input has been checked, and are deleted at the new run's first "
+        "checkpoint, or put back if it ends without one)",
         hyperparameter=False,
         resume_may_change=True,
     )
