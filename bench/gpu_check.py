@@ -111,8 +111,8 @@ QUICK_NOTE = (
 # --quick runs these tests only (the attention paths and KV-cache parity): the switch and
 # the report are what it checks; steps 2 to 4 train.
 QUICK_TESTS = [
-    "tests/test_attention.py::test_fast_path_equals_explicit_path",
-    "tests/test_generation.py::test_cached_logits_equal_full_forward_at_every_step",
+    "tests/model/test_attention.py::test_fast_path_equals_explicit_path",
+    "tests/model/test_engine_generation.py::test_cached_logits_equal_full_forward_at_every_step",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under torchrun: one training step on each rank.
+"""Run by tests/training/test_distributed.py under torchrun: one training step on each rank.
 
     torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py OUT CORPUS [fail]
     torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py OUT CORPUS accumulate
@@ -7,12 +7,12 @@ Each rank saves the batch it drew and its weights after the step to OUT/rank{r}.
 "fail" makes rank 1 fail first. "accumulate" runs one float64 step of 4 micro-batches
 of one window per rank on the windows in OUT/windows.pt (rank r takes windows 4r..4r+3)
 and saves its loss, gradient norm and weights to OUT/accumulated{r}.pt
-(see tests/test_accumulation.py). "dropout" runs one step with model.dropout=0.5 and
+(see tests/training/test_loop_accumulation.py). "dropout" runs one step with model.dropout=0.5 and
 saves where the embedding dropout zeroed its input, and the weights after, to
-OUT/dropout{r}.pt (see tests/test_rng.py). "float16" trains 6 steps with
+OUT/dropout{r}.pt (see tests/training/test_checkpoint_rng.py). "float16" trains 6 steps with
 train.dtype=float16 from a loss scale of 2**20 (its first steps overflow) and saves the
 steps skipped, the final scale, the logged losses and the weights to
-OUT/float16_{r}.pt (see tests/test_precision.py).
+OUT/float16_{r}.pt (see tests/training/test_precision.py).
 """
 
 import sys
@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import tiny_overrides  # noqa: E402
+from tests.conftest import tiny_overrides  # noqa: E402
 from training.config import load_config  # noqa: E402
 from training.distributed import shutdown_distributed  # noqa: E402
 from training.loop import Trainer  # noqa: E402
@@ -65,7 +65,7 @@ def main(out: Path, corpus: Path, fail_on_rank_1: bool) -> None:
 
 
 def accumulate(out: Path, corpus: Path) -> None:
-    from test_accumulation import float64_trainer, step_on
+    from tests.training.test_loop_accumulation import float64_trainer, step_on
 
     torch.set_default_dtype(torch.float64)
     windows = torch.load(out / "windows.pt", weights_only=True)
@@ -92,9 +92,8 @@ def dropout(out: Path, corpus: Path) -> None:
 
 
 def float16(out: Path, corpus: Path) -> None:
-    from test_precision import PLANTED_SCALE
-
     import training.precision
+    from tests.training.test_precision import PLANTED_SCALE
 
     training.precision.INITIAL_LOSS_SCALE = PLANTED_SCALE
     overrides = {

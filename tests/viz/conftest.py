@@ -1,0 +1,59 @@
+"""What the page's and the explorer's tests share: a small GPT with sharp attention
+(`sharp_model`), its checkpoint, the vocabulary and prompt it is asked about, and a
+parser for the explorer's table."""
+
+import math
+import re
+
+import pytest
+import torch
+
+from model import GPT, GPTConfig
+from model.checkpoint import save_checkpoint
+
+PROMPT = "새가 하늘을 날았다"
+VOCAB = sorted(set(PROMPT + "To be, or not"))
+NUMBER = re.compile(r"\d+\.\d+")
+
+
+def sharp_model() -> GPT:
+    """A small GPT whose attention is far from uniform (large query/key weights), so a
+    table of the wrong weights cannot pass for the right one by accident."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(VOCAB), block_size=16, n_layer=2, n_head=3, n_embd=24))
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.qkv_proj.weight.normal_(0.0, 1.0)
+    return model.eval()
+
+
+def save_sharp_checkpoint(path) -> GPT:
+    """Write `sharp_model` (vocabulary VOCAB) as a checkpoint at ``path``; returns the model."""
+    model = sharp_model()
+    payload = {
+        "model": model.state_dict(),
+        "model_config": vars(model.config).copy(),
+        "vocab": VOCAB,
+        "config": {},
+        "iter_num": 0,
+        "best_val_loss": math.inf,
+    }
+    save_checkpoint(payload, path)
+    return model
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    return save_sharp_checkpoint(path), path
+
+
+def ids_of(text: str) -> torch.Tensor:
+    return torch.tensor([VOCAB.index(c) for c in text])
+
+
+def parse_table(out: str, T: int) -> list[list[float]]:
+    """The numbers of each table row (the weights, then the row sum)."""
+    rows = [line for line in out.splitlines() if re.match(r"^\s*\d+ \S", line)]
+    assert len(rows) == T, out
+    return [[float(x) for x in NUMBER.findall(line)] for line in rows]
