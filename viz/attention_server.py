@@ -4,12 +4,14 @@
     python explore_attention.py --out-dir runs/korean --prompt "새가 하늘을" \\
         --html runs/korean/attention.html                            # one prompt, one file
 
-The page is ``viz/attention_page.html`` (plain HTML, CSS and script, no network). It
-reads its data from a JSON block embedded in it: the model's description, and for
-`--html` one prompt's `AttentionExplorer.explain` answer and the steps of every layer
-and head (`AttentionExplorer.all_steps`). Served, it asks for more:
+The page is ``viz/attention_page.html`` with its scripts in ``viz/page/`` (plain HTML,
+CSS and script, no network; see viz/page_files.py). It reads its data from a JSON block
+embedded in it: the model's description, and for `--html` one prompt's
+`AttentionExplorer.explain` answer and the steps of every layer and head
+(`AttentionExplorer.all_steps`). Served, it asks for more:
 
     GET  /                 the page
+    GET  /page/<name>.js   its scripts (only those the page names)
     POST /api/attention    {"prompt": "...", "temperature": 1.0} -> explain()'s answer
     POST /api/steps        {"prompt": "...", "layer": 0, "head": 1} -> steps()'s answer
     GET  /api/attention?prompt=...&temperature=1.0                 (the same, for curl)
@@ -19,8 +21,8 @@ Both take what-if switches (viz/attention_steps.py `SWITCHES`) for one head:
 ``"layer": 0, "head": 1, "switches": ["no_mask"]``; the answer then holds the switched
 forward pass, marked as such, and the model's own numbers to compare with.
 
-Nothing else is served (404): no file is read by path, and the page itself is read
-once, at start. A bad prompt gets HTTP 400 and ``{"error": "..."}``, which the page shows.
+Nothing else is served (404): no file is read by path, and the page and its scripts
+are read once, at start. A bad prompt gets HTTP 400 and ``{"error": "..."}``, which the page shows.
 """
 
 import json
@@ -29,7 +31,6 @@ import threading
 from collections import OrderedDict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import torch
@@ -46,8 +47,8 @@ from viz.attention_steps import (
 from viz.attention_weights import select_head
 from viz.char_labels import visible_char
 from viz.logit_lens import layer_predictions
+from viz.page_files import PAGE_TEMPLATE, inline_scripts, page_scripts
 
-PAGE_TEMPLATE = Path(__file__).with_name("attention_page.html")
 # The page's JSON block; `render_page` puts the data between these two.
 DATA_OPEN = '<script type="application/json" id="explorer-data">'
 DATA_CLOSE = "</script>"
@@ -348,6 +349,8 @@ def render_page(
         OSError: if the page template cannot be read.
     """
     template = PAGE_TEMPLATE.read_text(encoding="utf-8")
+    if not served:  # a file opened from disk has no server to ask for its scripts
+        template = inline_scripts(template, page_scripts(template))
     payload = {"served": served, "model": info, "result": result, "steps": steps}
     data = json.dumps(payload, ensure_ascii=False)
     # Inside <script>, "</script>" or "<!--" in a prompt would end the block early;
@@ -376,6 +379,9 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path in ("/", "/index.html"):
             self._send(HTTPStatus.OK, self.server.page, "text/html; charset=utf-8")
+        elif url.path in self.server.scripts:
+            script = self.server.scripts[url.path]
+            self._send(HTTPStatus.OK, script, "text/javascript; charset=utf-8")
         elif url.path in API:
             query = parse_qs(url.query, keep_blank_values=True)
             self._answer(url.path, {key: values[0] for key, values in query.items()})
@@ -443,7 +449,7 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
 
 
 class ExplorerServer(ThreadingHTTPServer):
-    """A ThreadingHTTPServer holding the explorer and the rendered page.
+    """A ThreadingHTTPServer holding the explorer, the rendered page and its scripts.
 
     Args:
         address: (host, port); port 0 picks any free port (see ``server_address``).
@@ -462,6 +468,10 @@ class ExplorerServer(ThreadingHTTPServer):
         first = explorer.explain(first_prompt) if first_prompt is not None else None
         self.explorer = explorer
         self.page = render_page(explorer.model_info(), first, served=True).encode("utf-8")
+        template = PAGE_TEMPLATE.read_text(encoding="utf-8")
+        self.scripts = {  # "/page/core.js" -> its bytes
+            f"/page/{name}": text.encode("utf-8") for name, text in page_scripts(template).items()
+        }
         super().__init__(address, ExplorerRequestHandler)
 
     @property

@@ -273,6 +273,40 @@ CHAPTER_STEPS = {
 }
 
 
+# Where model/gpt.py computes each step: (function, a piece of its source, verbatim).
+# tests/test_attention_code_lines.py holds each piece to that function's source, so the
+# page never shows a line the model does not have.
+MODEL_CODE = {
+    "x": ("Block.forward", "self.ln_1(x)"),
+    "qkv": ("CausalSelfAttention.forward", "q, k, v = self.split_heads(self.qkv_proj(x))"),
+    "qk_norm": ("CausalSelfAttention.split_heads", "q = F.rms_norm(q, (q.size(-1),))"),
+    "rope": (
+        "CausalSelfAttention.forward",
+        "q, k = self.rotary(q, angles), self.rotary(k, angles)",
+    ),
+    "scores": ("explicit_attention", "q @ k.transpose(-2, -1)"),
+    "scaled": ("explicit_attention", "scores / math.sqrt(d_k)"),
+    "masked": (
+        "explicit_attention",
+        'scores.masked_fill(~causal_mask(T, q.device), float("-inf"))',
+    ),
+    "weights": ("explicit_attention", "torch.softmax(scores, dim=-1)"),
+    # `attended` is the weights (dropout is off in eval mode).
+    "out": ("explicit_attention", "attended @ v"),
+    "concat": ("CausalSelfAttention.forward", "out.transpose(1, 2).contiguous().view(B, T, C)"),
+    "projected": ("CausalSelfAttention.forward", "self.out_proj(out)"),
+    "residual": ("Block.forward", "x = x + self.attn(self.ln_1(x), kv_cache)"),
+}
+# Where a table the model does not compute comes from (the page shows it as is).
+XX_CODE = "viz/attention_steps.py xx_scores (not a step of the model)"
+
+
+def model_code(*keys: str) -> str:
+    """The `MODEL_CODE` pieces of ``keys``, in order, as the page shows them:
+    "function: source; function: source"."""
+    return "; ".join(f"{where}: {source}" for where, source in map(MODEL_CODE.get, keys))
+
+
 def qk_note(config) -> str:
     """Which of QK-norm and RoPE the model applies to q and k, in order."""
     done = []
@@ -303,7 +337,7 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
             1,
             f"X: the attention's input, the residual stream after the block's norm ({norm})",
             "X = ln_1(residual)",
-            "Block.forward: self.ln_1(x)",
+            model_code("x"),
             x,
         ),
         Step(
@@ -311,7 +345,7 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
             2,
             "X·Xᵀ: the chapter's first form, no learned projections",
             "scores = X·Xᵀ",
-            "viz/attention_steps.py xx_scores (not a step of the model)",
+            XX_CODE,
             xx,
         ),
         Step(
@@ -321,7 +355,7 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
             "its squared length over all C channels, usually dwarfs the rest: hence the "
             "diagonal)",
             "softmax(mask(X·Xᵀ)), no ÷√d_k",
-            "viz/attention_steps.py xx_scores (not a step of the model)",
+            XX_CODE,
             xx_weights,
             "weights",
         ),
@@ -331,7 +365,7 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
             9,
             "the heads' outputs side by side (head h: columns h·d_k .. (h+1)·d_k − 1)",
             "concat(head_0, …, head_{n_head−1})",
-            "CausalSelfAttention.forward: out.transpose(1, 2).contiguous().view(B, T, C)",
+            model_code("concat"),
             kept["concat"][0],
         ),
         Step(
@@ -339,7 +373,7 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
             9,
             "× W_o: the output projection back into the residual stream",
             "concat · W_o",
-            "CausalSelfAttention.forward: self.out_proj(out)",
+            model_code("projected"),
             kept["projected"][0],
         ),
         Step(
@@ -347,7 +381,7 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
             9,
             "added to the residual stream: what the block's MLP reads next",
             "residual + concat · W_o",
-            "Block.forward: x = x + self.attn(self.ln_1(x))",
+            model_code("residual"),
             kept["residual_mid"][0],
         ),
     ]
@@ -363,10 +397,9 @@ def head_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
     def one(key: str, chapter: int, title: str, formula: str, code: str, kind="values"):
         return Step(key, chapter, title, formula, code, kept[key][0, head], kind, head)
 
-    split = "CausalSelfAttention.forward: self.split_heads(self.qkv_proj(x))"
-    qk_code = split + (" (QK-norm inside)" if config.qk_norm else "")
-    if config.position == "rope":
-        qk_code += ", then self.rotary(q), self.rotary(k)"
+    split = model_code("qkv")
+    qk_keys = ["qkv"] + ["qk_norm"] * config.qk_norm + ["rope"] * (config.position == "rope")
+    qk_code = model_code(*qk_keys)
     return [
         one("q", 3, f"Q: the queries, {qk_note(config)}", projected.format("q"), qk_code),
         one("k", 3, "K: the keys, the same way", projected.format("k"), qk_code),
@@ -376,21 +409,21 @@ def head_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
             4,
             "Q·Kᵀ: the raw scores, every pair of characters",
             "scores[i][j] = q_i · k_j",
-            "explicit_attention: q @ k.transpose(-2, -1)",
+            model_code("scores"),
         ),
         one(
             "scaled",
             5,
             f"÷ √d_k: d_k = {d_k}, √d_k = {math.sqrt(d_k):.4f}",
             "scores / √d_k",
-            "explicit_attention: scores / math.sqrt(d_k)",
+            model_code("scaled"),
         ),
         one(
             "masked",
             6,
             "the causal mask: the future (j > i) becomes −∞, before the softmax",
             "scores[i][j] = −∞ for j > i",
-            'explicit_attention: scores.masked_fill(~causal_mask(T), float("-inf"))',
+            model_code("masked"),
             "masked",
         ),
         one(
@@ -398,7 +431,7 @@ def head_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
             7,
             "softmax: each row sums to 1; the future gets exactly 0",
             "weights[i][j] = exp(s_ij) / Σ_j' exp(s_ij')",
-            "explicit_attention: torch.softmax(scores, dim=-1)",
+            model_code("weights"),
             "weights",
         ),
         one(
@@ -406,7 +439,7 @@ def head_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
             8,
             "weights·V: each character's mix of the values it attends to",
             "out_i = Σ_j weights[i][j] · v_j",
-            "explicit_attention: weights @ v",
+            model_code("out"),
         ),
     ]
 
