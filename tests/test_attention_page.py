@@ -41,6 +41,7 @@ from viz.attention_server import (
 from viz.attention_steps import SWITCHES, attention_steps, record_forward
 from viz.attention_table import format_attention_table, format_steps
 from viz.attention_weights import prompt_attention, select_head
+from viz.messages import Message, say
 from viz.page_files import SCRIPT_TAG, page_scripts
 
 ENGLISH = "To be, or not"
@@ -175,7 +176,7 @@ def test_bad_prompts_get_the_documented_messages(run):
     long = "To be, or not to be"
     status, answer = post(url, {"prompt": long})
     assert status == 200 and answer["prompt"] == long[-16:]
-    assert answer["notes"] == [
+    assert [say(Message(**note)) for note in answer["notes"]] == [
         "The prompt has 19 characters, more than the model's block_size (16): showing its "
         "last 16, the ones the model uses to predict the next character."
     ]

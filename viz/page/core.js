@@ -19,6 +19,8 @@ const state = {
   switches: new Set(), // what-if switches on, for (layer, stepHead())
   derivation: null, // {kind, key, i, j, locked}
   request: 0, // the latest request: older answers are dropped
+  messages: [], // what #message shows: catalogue messages ({key, args}) or the server's text
+  messagesAreErrors: false,
 };
 const $ = (id) => document.getElementById(id);
 
@@ -71,9 +73,13 @@ function topK(logits, k) {
   return order.slice(0, k);
 }
 
+// Messages of the catalogue ({key, args}) in the page's language, or the server's text.
 function showMessages(messages, isError) {
+  state.messages = messages;
+  state.messagesAreErrors = isError;
   const box = $("message");
-  box.replaceChildren(...messages.map((m) => el("p", m, isError ? { class: "error" } : {})));
+  box.replaceChildren(...messages.map((m) => el("p", isMessage(m) ? tm(m) : m,
+    isError ? { class: "error" } : {})));
 }
 
 function headWeights(layer, head) {
@@ -81,7 +87,7 @@ function headWeights(layer, head) {
 }
 
 function headName(head) {
-  return head === null ? `average of ${MODEL.n_head} heads` : `head ${head}`;
+  return head === null ? t("head.average_of", { n_head: MODEL.n_head }) : t("head.name", { head });
 }
 
 // The head whose steps are shown: the picked one, or head 0 under "average".
@@ -90,7 +96,7 @@ function stepHead() {
 }
 
 function quoted(i) {
-  return `'${state.result.labels[i]}' (position ${i})`;
+  return t("char.quoted", { char: state.result.labels[i], position: i });
 }
 
 function whatIf() {
@@ -119,5 +125,11 @@ function matrixScale(values) {
 
 
 function whatIfTag() {
-  return whatIf() ? " — what-if" : "";
+  return whatIf() ? t("whatif.tag") : "";
+}
+
+// A switch is on for head `head` of layer `layer` in the shown pass.
+function switchedHere(layer, head, key) {
+  const w = whatIf();
+  return Boolean(w && w.layer === layer && w.head === head && w.switches.includes(key));
 }

@@ -38,17 +38,14 @@ function renderDerivation() {
   const d = state.derivation;
   const steps = stepsShown() && state.steps.heads[String(stepHead())];
   if (!d || !steps) {
-    box.replaceChildren(el("h3", "Where one number comes from"), el("p",
-      "Hover a cell of Q·Kᵀ, ÷√d_k, the mask or the weights: its q and k, their products, " +
-      "the scaling, the mask and the softmax appear here. Click to keep it; hover a row of " +
-      "weights·V for its sum.", { class: "muted" }));
+    box.replaceChildren(el("h3", t("derivation.title")), el("p", t("derivation.help"), { class: "muted" }));
     return;
   }
   const nodes = [];
   const header = el("div", null, { class: "row" });
-  header.append(el("strong", d.locked ? "Kept: click Unlock to follow the mouse again" : "Preview (click a cell to keep it)"));
+  header.append(el("strong", t(d.locked ? "derivation.kept" : "derivation.preview")));
   if (d.locked) {
-    const button = el("button", "Unlock", { type: "button", id: "unlock" });
+    const button = el("button", t("derivation.unlock"), { type: "button", id: "unlock" });
     button.addEventListener("click", unlock);
     header.append(button);
   }
@@ -56,7 +53,7 @@ function renderDerivation() {
   if (EXPLAINED[d.key] === "row") nodes.push(...outDerivation(d.i, steps));
   else if (EXPLAINED[d.key] === "xx") nodes.push(...scoreDerivation(d.i, d.j, xxSource()));
   else nodes.push(...scoreDerivation(d.i, d.j, headSource(steps)));
-  box.replaceChildren(el("h3", "Where one number comes from"), ...nodes);
+  box.replaceChildren(el("h3", t("derivation.title")), ...nodes);
   box.dataset.kind = EXPLAINED[d.key];
   box.dataset.i = d.i;
   box.dataset.j = d.j;
@@ -68,7 +65,7 @@ function headSource(steps) {
   const xx = on.includes("xx_scores");
   const x = state.steps.layer_steps.x.values;
   return {
-    title: "weights", a: xx ? x : steps.q.values, b: xx ? x : steps.k.values,
+    a: xx ? x : steps.q.values, b: xx ? x : steps.k.values,
     aName: xx ? "x" : "q", bName: xx ? "x" : "k",
     raw: steps.scores.values, scaled: steps.scaled.values, masked: steps.masked.values,
     weights: steps.weights.values,
@@ -80,7 +77,7 @@ function headSource(steps) {
 function xxSource() {
   const L = state.steps.layer_steps;
   return {
-    title: "X·Xᵀ weights", a: L.x.values, b: L.x.values, aName: "x", bName: "x",
+    a: L.x.values, b: L.x.values, aName: "x", bName: "x",
     raw: L.xx.values, scaled: null, masked: null, weights: L.xx_weights.values,
     scale: null, mask: true, uniform: false, switched: [], chapter: true,
   };
@@ -95,23 +92,26 @@ function scoreDerivation(i, j, src) {
   const D = DERIVATION_DECIMALS;
   const nodes = [];
   // Whose numbers the tables hold: X·Xᵀ and a switched head's are not the model's.
-  const whose = src.chapter ? "the X·Xᵀ table's" : src.switched.length
-    ? "the what-if table's" : "the model's";
-  nodes.push(el("p", `Cell (${i}, ${j}): '${labels[i]}' (row ${i}, the query) and ` +
-    `'${labels[j]}' (column ${j}, the key)` + (src.chapter ? ", the chapter's first form: X·Xᵀ, no learned projections" : "")));
+  const whose = t(src.chapter ? "derivation.whose_xx" : src.switched.length
+    ? "derivation.whose_whatif" : "derivation.whose_model");
+  nodes.push(el("p", t(src.chapter ? "derivation.cell_xx" : "derivation.cell",
+    { i, j, query: labels[i], key: labels[j] })));
   if (src.switched.length) {
-    nodes.push(el("p", `What-if on this head: ${src.switched.join(", ")}`, { class: "whatif-tag" }));
+    const changes = src.switched.map((key) => t(`switch.${key}`)).join("; ");
+    nodes.push(el("p", t("derivation.switched", { changes }), { class: "whatif-tag" }));
   }
   // 1. the dot product
   const a = src.a[i];
   const b = src.b[j];
-  nodes.push(el("h4", `1. ${src.aName}_${i} · ${src.bName}_${j}: multiply channel by channel, add`));
+  nodes.push(el("h4", t("derivation.dot", { a: `${src.aName}_${i}`, b: `${src.bName}_${j}` })));
   // Long vectors in two halves side by side, to keep the panel short.
   const half = a.length > 16 ? Math.ceil(a.length / 2) : a.length;
   const products = el("table", null, { class: "weights", "data-role": "products" });
   const titles = el("tr");
   for (let part = 0; part < Math.ceil(a.length / half); part++) {
-    for (const t of ["ch", `${src.aName}_${i}`, `${src.bName}_${j}`, "product"]) titles.append(el("th", t));
+    for (const name of [t("derivation.ch"), `${src.aName}_${i}`, `${src.bName}_${j}`, t("derivation.product")]) {
+      titles.append(el("th", name));
+    }
   }
   const thead = el("thead");
   thead.append(titles);
@@ -131,15 +131,15 @@ function scoreDerivation(i, j, src) {
   wrap.append(products);
   nodes.push(wrap);
   const raw = src.raw[i][j];
-  nodes.push(result(`sum = ${fmt(sum, D)}`, "sum", sum));
-  nodes.push(result(`${whose} score: ${fmt(raw, D)}`, "model-score", raw));
+  nodes.push(result(`${t("table.sum")} = ${fmt(sum, D)}`, "sum", sum));
+  nodes.push(result(t("derivation.their_score", { whose, value: fmt(raw, D) }), "model-score", raw));
   // 2. the scale
   let scaled = raw;
   if (src.scaled) {
     scaled = src.scaled[i][j];
     nodes.push(el("h4", "2. ÷ √d_k"));
     if (src.scale === null) {
-      nodes.push(el("p", "Switched off (what-if): the score goes on as it is.", { class: "whatif-tag" }));
+      nodes.push(el("p", t("derivation.no_scale"), { class: "whatif-tag" }));
     } else {
       nodes.push(result(`${fmt(raw, D)} ÷ √${state.steps.d_k} = ${fmt(raw, D)} ÷ ${fmt(src.scale, D)} = ` +
         `${fmt(raw / src.scale, D)}`, "scaled", raw / src.scale));
@@ -147,25 +147,22 @@ function scoreDerivation(i, j, src) {
     nodes.push(result(`${whose} ÷ √d_k: ${fmt(scaled, D)}`, "model-scaled", scaled));
   }
   // 3. the mask
-  nodes.push(el("h4", `${src.scaled ? 3 : 2}. the causal mask`));
+  nodes.push(el("h4", t("derivation.mask_title", { n: src.scaled ? 3 : 2 })));
   const future = j > i;
-  let maskText;
-  if (!src.mask) maskText = "Switched off (what-if): the future stays visible.";
-  else if (future) maskText = `j = ${j} > i = ${i}: '${labels[j]}' comes after '${labels[i]}', the future. ` +
-    "The mask writes −∞ here, before the softmax; exp(−∞) = 0, so its weight is 0.";
-  else maskText = `j = ${j} ≤ i = ${i}: '${labels[j]}' is not in the future; the mask leaves it.`;
-  nodes.push(el("p", maskText, { "data-role": "mask" }));
+  const maskKey = !src.mask ? (future ? "derivation.no_mask_future" : "derivation.no_mask")
+    : future ? "derivation.mask_future" : "derivation.mask_past";
+  nodes.push(el("p", t(maskKey, { i, j, query: labels[i], key: labels[j] }),
+    { "data-role": "mask", class: src.mask ? "" : "whatif-tag" }));
   // 4. the softmax over row i
   const rowScores = src.masked ? src.masked[i] : src.raw[i].map((x, jj) => (jj > i ? null : x));
   const visible = rowScores.map((x, jj) => [jj, x]).filter(([, x]) => x !== null);
-  nodes.push(el("h4", `${src.scaled ? 4 : 3}. softmax over row ${i}`));
+  nodes.push(el("h4", t("derivation.softmax_title", { n: src.scaled ? 4 : 3, i })));
   const weightModel = src.weights[i][j];
   if (src.uniform) {
     const w = rowScores[j] === null ? 0 : 1 / visible.length;
-    nodes.push(el("p", `Uniform weights (what-if): each of the ${visible.length} characters row ${i} ` +
-      `sees gets 1 / ${visible.length}.`, { class: "whatif-tag" }));
-    nodes.push(result(`weight = ${fmt(w, D)}`, "weight", w));
-    nodes.push(result(`${whose} weight: ${fmt(weightModel, D)}`, "model-weight", weightModel));
+    nodes.push(el("p", t("derivation.uniform", { n: visible.length, i }), { class: "whatif-tag" }));
+    nodes.push(result(`${t("derivation.weight")} = ${fmt(w, D)}`, "weight", w));
+    nodes.push(result(t("derivation.their_weight", { whose, value: fmt(weightModel, D) }), "model-weight", weightModel));
     return nodes;
   }
   const top = Math.max(...visible.map(([, x]) => x));
@@ -174,12 +171,11 @@ function scoreDerivation(i, j, src) {
   const total = [...exps.values()].reduce((p, q) => p + q, 0);
   const expName = shift ? `exp(s − ${fmt(shift, D)})` : "exp(s)";
   if (shift) {
-    nodes.push(el("p", `The scores are large: each is lowered by the row's largest (${fmt(shift, D)}) ` +
-      "before exp, which leaves the ratios, and so the weights, as they are.", { class: "muted" }));
+    nodes.push(el("p", t("derivation.shift", { shift: fmt(shift, D) }), { class: "muted" }));
   }
   const soft = el("table", null, { class: "weights", "data-role": "softmax" });
   const head = el("tr");
-  for (const t of ["j", "", "s", expName]) head.append(el("th", t));
+  for (const name of ["j", "", "s", expName]) head.append(el("th", name));
   const shead = el("thead");
   shead.append(head);
   const sbody = el("tbody");
@@ -194,11 +190,11 @@ function scoreDerivation(i, j, src) {
   const swrap = el("div", null, { class: "scroll" });
   swrap.append(soft);
   nodes.push(swrap);
-  nodes.push(result(`row total = ${fmt(total, D)}`, "total", total));
+  nodes.push(result(`${t("derivation.row_total")} = ${fmt(total, D)}`, "total", total));
   const mine = rowScores[j] === null ? 0 : exps.get(j);
   const w = mine / total;
-  nodes.push(result(`weight = ${fmt(mine, D)} ÷ ${fmt(total, D)} = ${fmt(w, D)}`, "weight", w));
-  nodes.push(result(`${whose} weight: ${fmt(weightModel, D)}`, "model-weight", weightModel));
+  nodes.push(result(`${t("derivation.weight")} = ${fmt(mine, D)} ÷ ${fmt(total, D)} = ${fmt(w, D)}`, "weight", w));
+  nodes.push(result(t("derivation.their_weight", { whose, value: fmt(weightModel, D) }), "model-weight", weightModel));
   return nodes;
 }
 
@@ -210,17 +206,15 @@ function outDerivation(i, steps) {
   const v = steps.v.values;
   const model = steps.out.values[i];
   const seen = [...Array(labels.length).keys()].filter((j) => w[j] !== 0);
-  const nodes = [el("p", `Row ${i} of weights·V: what '${labels[i]}' takes from the values ` +
-    `it attends to: out_${i} = Σ_j weights[${i}][j] · v_j, channel by channel ` +
-    "(columns with weight 0 left out).")];
+  const nodes = [el("p", t("derivation.out", { i, char: labels[i] }))];
   const table = el("table", null, { class: "weights", "data-role": "weighted-sum" });
   const chars = el("tr");
   // A switched head's row is the what-if pass's, not the model's.
-  const whose = headSwitches().length ? "the what-if's" : "the model's";
-  chars.append(el("th", "channel"), el("th", "sum"), el("th", whose));
+  const whose = t(headSwitches().length ? "derivation.whose_whatif_out" : "derivation.whose_model");
+  chars.append(el("th", t("derivation.channel")), el("th", t("table.sum")), el("th", whose));
   for (const j of seen) chars.append(el("th", `${j} ${labels[j]}`, { class: "char" }));
   const weights = el("tr");
-  weights.append(el("th"), el("th"), el("th", "weight:"));
+  weights.append(el("th"), el("th"), el("th", `${t("derivation.weight")}:`));
   for (const j of seen) weights.append(el("th", fmt(w[j], D), { title: String(w[j]) }));
   const thead = el("thead");
   thead.append(chars, weights);

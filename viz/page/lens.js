@@ -7,18 +7,18 @@ function renderLens() {
   const positions = state.row !== null && state.row !== last ? [last, state.row] : [last];
   const nodes = [];
   for (const p of positions) {
-    nodes.push(el("h3", `After ${quoted(p)}` + (p === last ? ", the last character" : ", the picked row") + whatIfTag()));
+    nodes.push(el("h3", t(p === last ? "lens.after_last" : "lens.after_row", { char: quoted(p) }) + whatIfTag()));
     const table = el("table", null, { class: "weights", "data-position": p });
     const head = el("tr");
-    head.append(el("th", "residual stream"));
+    head.append(richEl("th", "lens.residual"));
     for (let r = 1; r <= LENS_SHOWN; r++) head.append(el("th", `#${r}`));
     const thead = el("thead");
     thead.append(head);
     const tbody = el("tbody");
     lens.ids.forEach((layerIds, l) => {
       const tr = el("tr", null, { "data-layer": l });
-      const last = whatIf() ? "the what-if's prediction" : "the model's prediction";
-      const name = l === lens.ids.length - 1 ? `after block ${l} = ${last}` : `after block ${l}`;
+      const name = l < lens.ids.length - 1 ? t("lens.after_block", { layer: l })
+        : t(whatIf() ? "lens.last_whatif" : "lens.last_model", { layer: l });
       tr.append(el("th", name));
       layerIds[p].slice(0, LENS_SHOWN).forEach((id, r) => {
         const probability = lens.probabilities[l][p][r];

@@ -6,26 +6,30 @@ function renderPresets() {
   const presets = MODEL.presets || [];
   if (!DATA.served || presets.length === 0) { box.replaceChildren(); return; }
   const nodes = [];
-  for (const [source, label] of [["chapter", "The chapters' sentences:"], ["run", "This run's own text:"]]) {
+  for (const source of ["chapter", "later", "run"]) {
     const mine = presets.filter((p) => p.source === source);
     if (mine.length === 0) continue;
-    const row = el("div", null, { class: "row" });
-    row.append(el("span", label, { class: "muted" }));
+    const row = el("div", null, { class: "row", "data-source": source });
+    row.append(el("span", t(`presets.${source}`), { class: "muted" }));
     for (const p of mine) {
       const button = el("button", p.text.replace(/\n/g, "↵"), { type: "button", "data-preset": p.text });
       if (p.missing.length) {
         button.disabled = true;
-        button.title = `not in this model's vocabulary: ${p.missing.join(" ")}`;
+        button.title = t("presets.unknown", { chars: p.missing.join(" ") });
       }
       button.addEventListener("click", () => { $("prompt").value = p.text; show(p.text); });
       row.append(button);
     }
     const lacking = mine.filter((p) => p.missing.length);
     if (lacking.length) {
-      row.append(el("span", lacking.map((p) => `${p.text}: the model never saw ${p.missing.join(" ")}`).join("; "),
-        { class: "muted" }));
+      row.append(el("span", lacking.map((p) => t("presets.never_saw",
+        { text: p.text, chars: p.missing.join(" ") })).join("; "), { class: "muted" }));
     }
     nodes.push(row);
+    // The chapters' 배 sentences start with 배: say why it reads the same in each.
+    if (source === "chapter" && mine.some((p) => p.text.startsWith("배"))) {
+      nodes.push(el("p", t("presets.first_position"), { class: "muted", id: "first-position" }));
+    }
   }
   box.replaceChildren(...nodes);
 }
@@ -66,14 +70,14 @@ async function post(path, body) {
     });
     return await response.json();
   } catch (error) {
-    return { error: "The server did not answer: is explore_attention.py --serve still running?" };
+    return { error: t("error.no_server") };
   }
 }
 
 async function show(prompt, options) {
   if (!DATA.served) return;
   const ticket = ++state.request;
-  showMessages(["Computing…"], false);
+  showMessages([{ key: "status.computing", args: {} }], false);
   $("show").disabled = true;
   const answer = await post("api/attention", { ...request(), prompt });
   if (ticket !== state.request) return; // a later request took over
@@ -131,17 +135,30 @@ function sampleNext() {
   extend(MODEL.vocab[id]);
 }
 
+// Every word that depends on the language or the model, without asking the server.
+function redraw() {
+  applyStaticWords();
+  $("model").textContent = t("model.summary", {
+    name: MODEL.name, n_layer: MODEL.n_layer, n_head: MODEL.n_head, n_embd: MODEL.n_embd,
+    d_k: MODEL.d_k, block_size: MODEL.block_size, vocab: MODEL.vocab.length,
+    positions: { key: MODEL.position === "rope" ? "model.rope" : "model.learned", args: {} },
+    norm: MODEL.norm === "rmsnorm" ? "RMSNorm" : "LayerNorm",
+    qk_norm: MODEL.qk_norm ? t("model.qk_norm") : "",
+  });
+  $("prompt-help").textContent = DATA.served
+    ? t("prompt.help_served", { block_size: MODEL.block_size })
+    : t("prompt.help_file");
+  renderPresets();
+  renderGlossary();
+  showMessages(state.messages, state.messagesAreErrors);
+  render();
+}
+
 function start() {
-  const positions = MODEL.position === "rope" ? "RoPE" : "learned positions";
-  $("model").textContent = `${MODEL.name}: ${MODEL.n_layer} layers, ${MODEL.n_head} heads, ` +
-    `n_embd ${MODEL.n_embd} (d_k ${MODEL.d_k}), block_size ${MODEL.block_size}, ` +
-    `${MODEL.vocab.length} characters; ${positions}, ${MODEL.norm}` +
-    (MODEL.qk_norm ? ", QK-norm" : "");
+  renderLanguages();
   const box = $("prompt");
   if (state.result) box.value = state.result.prompt;
   if (DATA.served) {
-    $("prompt-help").textContent = "Ctrl+Enter also shows it. " +
-      `At most ${MODEL.block_size} characters (block_size) are used: the last ones.`;
     $("show").addEventListener("click", () => show(box.value));
     box.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) show(box.value);
@@ -150,17 +167,14 @@ function start() {
   } else {
     box.readOnly = true;
     $("show").disabled = true;
-    $("prompt-help").textContent =
-      "This file holds one prompt. To type others, run explore_attention.py --serve.";
   }
   $("temperature").addEventListener("input", (event) => {
     state.temperature = Number(event.target.value);
     if (state.result) { renderNext(); renderChanges(); }
   });
-  renderPresets();
   if (state.result) showMessages(state.result.notes, false);
-  else showMessages(["Type a prompt, or pick one of the sentences above, and press Show attention."], false);
-  render();
+  else showMessages([{ key: "status.start", args: {} }], false);
+  redraw();
   loadSteps();
 }
 

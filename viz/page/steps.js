@@ -8,20 +8,28 @@ function shapeText(step) {
   return `${rows} × ${cols} (${names[step.key] || "T × T"})`;
 }
 
+// Where the step is computed: model/gpt.py's own source (viz/attention_steps.py
+// MODEL_CODE, held to the source by a test), or viz/ for X·Xᵀ.
 function codeText(code) {
   return code.startsWith("viz/") ? code : `model/gpt.py · ${code}`;
+}
+
+// Under X at layer 0: X is the chapters' X, the characters' embeddings after the norm.
+function layerZeroNote() {
+  const key = MODEL.position === "rope" ? "step.x.layer0_rope" : "step.x.layer0_learned";
+  return richEl("p", key, { norm: MODEL.norm === "rmsnorm" ? "RMSNorm" : "LayerNorm" },
+    { class: "note", id: "layer0-note" });
 }
 
 function renderSteps() {
   const box = $("steps");
   const head = stepHead();
-  const title = `Self-attention step by step: layer ${state.layer}, head ${head}` + whatIfTag();
-  $("steps-title").textContent = title + (state.head === null
-    ? " (the table above averages the heads; the steps are per head: pick one above)" : "");
+  const title = t("steps.title", { layer: state.layer, head }) + whatIfTag();
+  $("steps-title").textContent = title + (state.head === null ? t("steps.per_head") : "");
   const steps = stepsShown();
   box.dataset.ready = "";
   if (!steps) {
-    box.replaceChildren(el("p", DATA.served ? "Computing the steps…" : "No steps in this file.", { class: "muted" }));
+    box.replaceChildren(el("p", t(DATA.served ? "steps.computing" : "steps.none"), { class: "muted" }));
     renderDerivation();
     return;
   }
@@ -32,16 +40,18 @@ function renderSteps() {
     const step = steps.layer_steps[key] || own[key];
     if (step.chapter !== chapter) {
       chapter = step.chapter;
-      nodes.push(el("h3", `Step ${chapter} · ${steps.chapters[String(chapter)]}`));
+      nodes.push(richEl("h3", "step.heading", { chapter, name: steps.chapters[String(chapter)] }));
     }
     const card = el("div", null, { class: "step", "data-step": key });
+    const switchedStep = step.title.key.split(".").length > 3; // step.<key>.<switch>.title
     card.append(
-      el("h4", step.title),
-      el("div", step.formula, { class: "formula" }),
+      richEl("h4", step.title.key, step.title.args, switchedStep ? { class: "whatif-tag" } : {}),
+      el("div", tm(step.formula), { class: "formula" }),
       el("div", codeText(step.code), { class: "code" }),
       el("div", shapeText(step), { class: "shape" }),
-      renderMatrix(step),
     );
+    if (key === "x" && steps.layer === 0) card.append(layerZeroNote());
+    card.append(renderMatrix(step));
     nodes.push(card);
   }
   box.replaceChildren(...nodes);
@@ -101,9 +111,11 @@ function numberTable(step) {
     row.forEach((x, j) => {
       const future = characters && j > i;
       const td = el("td", fmt(x, DECIMALS), {
-        "data-i": i, "data-j": j, title: exactText(x) + (future ? " (the future: j > i)" : ""),
+        "data-i": i, "data-j": j, title: exactText(x) + (future ? t("table.future_title") : ""),
       });
-      if (future && (x === null || step.kind === "weights")) td.classList.add("future");
+      // Grey: the masked future, −∞ before the softmax and 0 after it. Without the mask
+      // (a what-if) the future has real weights, drawn like any other.
+      if (future && (x === null || (step.kind === "weights" && x === 0))) td.classList.add("future");
       else {
         const [r, g, b, a] = valueColor(x, step.kind, scale);
         td.style.background = `rgba(${r}, ${g}, ${b}, ${a.toFixed(3)})`;
@@ -134,7 +146,7 @@ function heatmap(step, maxWidth) {
   const width = left + cols * cellW + 2;
   const height = top + rows * cellH + 2;
   const canvas = el("canvas", null, { "data-step": step.key, role: "img",
-    "aria-label": `${step.key}: ${rows} × ${cols} heatmap; hover for values`,
+    "aria-label": t("heatmap.label", { key: step.key, rows, cols }),
     "data-left": left, "data-top": top, "data-cell-w": cellW, "data-cell-h": cellH });
   const ratio = window.devicePixelRatio || 1;
   canvas.width = Math.round(width * ratio);
@@ -199,8 +211,8 @@ function heatmap(step, maxWidth) {
     const at = cellAt(event);
     if (!at) { tip.hidden = true; return; }
     const [i, j] = at;
-    const column = characters ? `'${labels[j]}' (${j})` : `channel ${j}`;
-    tip.textContent = `row '${labels[i]}' (${i}), ${column}: ${exactText(step.values[i][j])}`;
+    const column = characters ? t("heatmap.column_char", { char: labels[j], j }) : t("heatmap.channel", { j });
+    tip.textContent = t("heatmap.tip", { char: labels[i], i, column, value: exactText(step.values[i][j]) });
     tip.style.left = `${event.clientX + 12}px`;
     tip.style.top = `${event.clientY + 12}px`;
     tip.hidden = false;

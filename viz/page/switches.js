@@ -3,11 +3,9 @@
 
 function renderSwitches() {
   const box = $("switches");
-  const nodes = [el("h3", `What if… (layer ${state.layer}, head ${stepHead()})`)];
-  nodes.push(el("p", "Each switch changes one step of this head and runs the rest of the " +
-    "model (the layers after it, the final norm, the LM head) on what it leaves. The result " +
-    "is not what the model computes.", { class: "muted" }));
-  for (const { key, text } of MODEL.switches) {
+  const nodes = [el("h3", t("switches.title", { layer: state.layer, head: stepHead() }))];
+  nodes.push(richEl("p", "switches.help", {}, { class: "muted" }));
+  for (const { key } of MODEL.switches) {
     const label = el("label");
     const input = el("input", null, { type: "checkbox", "data-switch": key });
     input.checked = state.switches.has(key);
@@ -18,17 +16,14 @@ function renderSwitches() {
       state.derivation = null;
       show(state.result.prompt, { keepPrompt: true });
     });
-    label.append(input, document.createTextNode(" " + text));
+    label.append(input, document.createTextNode(" " + t(`switch.${key}`)));
     nodes.push(label);
   }
   if (!DATA.served) {
-    nodes.push(el("p", "The switches run the model again: open this page with " +
-      "explore_attention.py --serve to use them.", { class: "muted", id: "switches-note" }));
+    nodes.push(el("p", t("switches.file"), { class: "muted", id: "switches-note" }));
   }
   if (state.switches.has("no_mask") && state.layer === MODEL.n_layer - 1) {
-    nodes.push(el("p", "The last character already sees every other: in the last layer, " +
-      "lifting the mask changes only the rows before it, so the next-character table stays " +
-      "as it was. Pick an earlier layer to see the prediction move.", { class: "muted" }));
+    nodes.push(el("p", t("switches.last_layer"), { class: "muted", id: "last-layer-note" }));
   }
   box.replaceChildren(...nodes);
 }
@@ -40,13 +35,14 @@ function renderChanges() {
   box.hidden = !own;
   if (!own) return;
   const labels = rowLabels();
-  const nodes = [el("h3", `What changed (layer ${w.layer}, head ${w.head})`)];
-  nodes.push(el("p", "This head's weights: the model's own, then the what-if's.", { class: "muted" }));
+  const nodes = [el("h3", t("changes.title", { layer: w.layer, head: w.head }))];
+  nodes.push(changedRows(own.changed || []));
+  nodes.push(el("p", t("changes.weights"), { class: "muted" }));
   const switched = state.result.weights[w.layer][w.head];
   const pair = el("div", null, { class: "row" });
   for (const [name, values] of [["model", own.head_weights], ["what-if", switched]]) {
     const side = el("div");
-    side.append(el("div", name === "model" ? "The model's own" : "What-if",
+    side.append(el("div", t(name === "model" ? "changes.own" : "changes.whatif"),
       { class: name === "model" ? "" : "whatif-tag" }));
     const step = { key: `changes-${name}`, kind: "weights", columns: "characters",
       shape: [labels.length, labels.length], values };
@@ -58,14 +54,13 @@ function renderChanges() {
   own.head_weights.forEach((row, i) => row.forEach((x, j) => {
     largest = Math.max(largest, Math.abs(x - switched[i][j]));
   }));
-  nodes.push(el("p", `Largest change of a weight: ${fmt(largest, DERIVATION_DECIMALS)}.`, { class: "muted" }));
-  nodes.push(el("p", "Next character: the model's own 5 likeliest, then the what-if's " +
-    `(temperature ${state.temperature.toFixed(2)}).`, { class: "muted" }));
+  nodes.push(el("p", t("changes.largest", { value: fmt(largest, DERIVATION_DECIMALS) }), { class: "muted" }));
+  nodes.push(el("p", t("changes.next", { temperature: state.temperature.toFixed(2) }), { class: "muted" }));
   const mine = probabilities(own.logits, state.temperature);
   const theirs = probabilities(state.result.logits, state.temperature);
   const table = el("table", null, { class: "weights", id: "changes-next" });
   const head = el("tr");
-  for (const t of ["#", "model's own", "", "what-if", ""]) head.append(el("th", t));
+  for (const name of ["#", t("next.own"), "", t("changes.whatif"), ""]) head.append(el("th", name));
   const thead = el("thead");
   thead.append(head);
   const tbody = el("tbody");
@@ -81,4 +76,32 @@ function renderChanges() {
   table.append(thead, tbody);
   nodes.push(table);
   box.replaceChildren(...nodes);
+}
+
+// The rows whose likeliest next character the switch changes (the server compares the
+// two passes at every position): each a button that picks the row, whose prediction
+// the lens below then shows. A chapter sentence ends in 다 and then '.', whatever the
+// switch: the change is usually mid-sentence.
+function changedRows(changed) {
+  const box = el("div", null, { id: "changed-rows" });
+  if (changed.length === 0) {
+    box.append(el("p", t("changes.none"), { class: "whatif-tag" }));
+    return box;
+  }
+  box.append(el("p", t("changes.rows", { n: changed.length }), { class: "whatif-tag" }));
+  const row = el("div", null, { class: "row" });
+  const labels = rowLabels();
+  for (const c of changed) {
+    const button = el("button", t("changes.row", { i: c.position, char: labels[c.position],
+      own: MODEL.vocab_labels[c.own], whatif: MODEL.vocab_labels[c.what_if] }),
+    { type: "button", "data-row": c.position });
+    button.addEventListener("click", () => {
+      state.row = c.position;
+      render();
+      $("lens-section").scrollIntoView({ block: "start" });
+    });
+    row.append(button);
+  }
+  box.append(row);
+  return box;
 }

@@ -14,9 +14,9 @@ function renderChoices(box, label, items, current, onPick) {
 
 function renderControls() {
   const layers = [...Array(MODEL.n_layer).keys()].map((l) => [l, String(l)]);
-  renderChoices($("layers"), "Layer", layers, state.layer, (l) => { state.layer = l; pickedHead(); });
-  const heads = [[null, "average"], ...[...Array(MODEL.n_head).keys()].map((h) => [h, String(h)])];
-  renderChoices($("heads"), "Head", heads, state.head, (h) => { state.head = h; pickedHead(); });
+  renderChoices($("layers"), t("choice.layer"), layers, state.layer, (l) => { state.layer = l; pickedHead(); });
+  const heads = [[null, t("head.average")], ...[...Array(MODEL.n_head).keys()].map((h) => [h, String(h)])];
+  renderChoices($("heads"), t("choice.head"), heads, state.head, (h) => { state.head = h; pickedHead(); });
 }
 
 // A new layer or head: under switches the model runs again (they follow the pick),
@@ -34,7 +34,11 @@ function pickedHead() {
 function renderTable() {
   const { labels } = state.result;
   const weights = headWeights(state.layer, state.head);
-  $("table-title").textContent = `Layer ${state.layer}, ${headName(state.head)}` + whatIfTag();
+  $("table-title").textContent = t("table.title", { layer: state.layer, head: headName(state.head) }) +
+    whatIfTag();
+  // Under "no causal mask" on the head shown, the future is seen: nothing is grey.
+  const unmasked = state.head !== null && switchedHere(state.layer, state.head, "no_mask");
+  $("table-help").replaceChildren(...rich(unmasked ? "table.help_no_mask" : "table.help"));
   const table = $("attention-table");
   const index = el("tr");
   const chars = el("tr");
@@ -45,7 +49,7 @@ function renderTable() {
     chars.append(el("th", label, { class: "char" }));
   });
   index.append(el("th"));
-  chars.append(el("th", "sum"));
+  chars.append(el("th", t("table.sum")));
   const head = el("thead");
   head.append(index, chars);
   const body = el("tbody");
@@ -55,7 +59,7 @@ function renderTable() {
     tr.append(el("th", i, { class: "idx" }), el("th", labels[i], { class: "char" }));
     row.forEach((w, j) => {
       if (j > i && w === 0) { // the future: weight 0 (unless a what-if lifted the mask)
-        tr.append(el("td", formatFixed(w, DECIMALS), { class: "future", title: "future: masked, weight 0" }));
+        tr.append(el("td", formatFixed(w, DECIMALS), { class: "future", title: t("table.future") }));
         return;
       }
       const td = el("td", formatFixed(w, DECIMALS), { title: `${labels[i]} → ${labels[j]}: ${w}` });
@@ -73,7 +77,7 @@ function renderTable() {
 function renderHeads() {
   const i = state.row;
   const { labels } = state.result;
-  $("heads-title").textContent = `What ${quoted(i)} attends to in layer ${state.layer}` + whatIfTag();
+  $("heads-title").textContent = t("heads.title", { char: quoted(i), layer: state.layer }) + whatIfTag();
   const chars = el("tr");
   chars.append(el("th"));
   for (let j = 0; j <= i; j++) chars.append(el("th", labels[j], { class: "char" }));
@@ -84,7 +88,7 @@ function renderHeads() {
   for (const h of heads) {
     const tr = el("tr", null, { "data-head": h === null ? "average" : String(h) });
     if (h === state.head) tr.classList.add("picked");
-    tr.append(el("th", h === null ? "average" : `head ${h}`));
+    tr.append(el("th", h === null ? t("head.average") : t("head.name", { head: h })));
     const row = headWeights(state.layer, h)[i];
     for (let j = 0; j <= i; j++) {
       const td = el("td", formatFixed(row[j], DECIMALS), { title: `${labels[j]}: ${row[j]}` });
@@ -101,20 +105,18 @@ function renderNext() {
   const { labels, logits } = state.result;
   const last = labels.length - 1;
   const own = state.result.model; // the model's own numbers, under switches
-  $("next-title").textContent = `Next character after ${quoted(last)}` +
-    (own ? " — what-if (the model's own in the last column)" : "");
+  $("next-title").textContent = t("next.title", { char: quoted(last) }) + (own ? t("next.whatif") : "");
   $("temperature").value = String(state.temperature);
   $("temperature-value").textContent = state.temperature.toFixed(2);
   $("temperature-help").textContent = state.temperature === 0
-    ? "Temperature 0 is greedy: the likeliest character gets probability 1, every other 0."
-    : `softmax(logits / ${state.temperature.toFixed(2)}) over all ${MODEL.vocab.length} ` +
-      "characters; the 10 likeliest are listed. Lower is more certain; 0 is greedy.";
+    ? t("next.greedy")
+    : t("next.softmax", { temperature: state.temperature.toFixed(2), vocab: MODEL.vocab.length, top_k: TOP_K });
   const probs = probabilities(logits, state.temperature);
   const ownProbs = own ? probabilities(own.logits, state.temperature) : null;
   const head = el("thead");
   const titles = el("tr");
-  for (const t of ["#", "character", "probability", "", "", ...(own ? ["model's own"] : [])]) {
-    titles.append(el("th", t));
+  for (const key of ["#", "next.character", "next.probability", "", "", ...(own ? ["next.own"] : [])]) {
+    titles.append(el("th", key.length > 1 ? t(key) : key));
   }
   head.append(titles);
   const body = el("tbody");
@@ -124,7 +126,7 @@ function renderNext() {
     const fill = el("div", null, { class: "fill" });
     fill.style.width = `${(100 * probs[id]).toFixed(1)}%`;
     bar.append(fill);
-    const append = el("button", "append", { type: "button" });
+    const append = el("button", t("next.append"), { type: "button" });
     append.disabled = !DATA.served;
     append.addEventListener("click", () => extend(MODEL.vocab[id]));
     const cell = el("td");
@@ -141,9 +143,7 @@ function renderNext() {
   });
   $("next-table").replaceChildren(head, body);
   $("sample").disabled = !DATA.served;
-  $("continue-help").textContent = DATA.served
-    ? "Appending runs the model again on the longer prompt."
-    : "This file holds one prompt: appending needs the model, run explore_attention.py --serve.";
+  $("continue-help").textContent = t(DATA.served ? "next.append_help" : "next.append_file");
 }
 
 function renderBanner() {
@@ -151,10 +151,11 @@ function renderBanner() {
   const w = whatIf();
   document.body.classList.toggle("whatif", Boolean(w));
   banner.hidden = !w;
-  if (w) {
-    banner.textContent = `WHAT-IF: not what the model computes. ${w.text}. Every panel ` +
-      "outlined in orange comes from this changed pass (the layers after it, the final norm " +
-      "and the LM head run on what the switch left). Turn the switches off for the model's " +
-      "own numbers.";
-  }
+  if (w) banner.replaceChildren(...rich("whatif.banner", { what: whatIfText(w) }));
+}
+
+// What a what-if pass changed, in the page's language: "layer 0, head 1: no causal mask ...".
+function whatIfText(w) {
+  const changes = w.switches.map((key) => t(`switch.${key}`)).join("; ");
+  return t("whatif.describe", { layer: w.layer, head: w.head, changes });
 }
