@@ -217,7 +217,9 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
         print(say("cli.where", lang, **where, last_layer=n_layer - 1, last_head=n_head - 1))
         if what_if is not None:
             print(say("cli.whatif", lang, what=what_if.describe(lang)))
-        print(say("cli.honest", lang, decimals=args.decimals))
+        # Under a switch the −∞ of the mask may be gone: the line says what is shown.
+        honest = "cli.honest" if what_if is None else "cli.honest_whatif"
+        print(say(honest, lang, decimals=args.decimals))
         print()
         print(format_steps(steps, prompt, args.decimals, args.columns, lang))
         print()

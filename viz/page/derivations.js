@@ -87,7 +87,21 @@ function result(text, role, exact) {
   return el("div", text, { class: "result", "data-role": role, "data-exact": String(exact) });
 }
 
+// A score cell's derivation in two columns, to be read without scrolling at 1280 × 800:
+// the cell and the dot product on the left, the scale, the mask and the softmax on the
+// right (one column where the panel is narrow).
 function scoreDerivation(i, j, src) {
+  const { nodes, split, intro } = scoreSteps(i, j, src);
+  const left = el("div", null, { class: "derivation-part" });
+  const right = el("div", null, { class: "derivation-part" });
+  left.append(...nodes.slice(intro, split));
+  right.append(...nodes.slice(split));
+  const columns = el("div", null, { class: "derivation-columns" });
+  columns.append(left, right);
+  return [...nodes.slice(0, intro), columns];
+}
+
+function scoreSteps(i, j, src) {
   const labels = rowLabels();
   const D = DERIVATION_DECIMALS;
   const nodes = [];
@@ -100,12 +114,13 @@ function scoreDerivation(i, j, src) {
     const changes = src.switched.map((key) => t(`switch.${key}`)).join("; ");
     nodes.push(el("p", t("derivation.switched", { changes }), { class: "whatif-tag" }));
   }
+  const intro = nodes.length;
   // 1. the dot product
   const a = src.a[i];
   const b = src.b[j];
   nodes.push(el("h4", t("derivation.dot", { a: `${src.aName}_${i}`, b: `${src.bName}_${j}` })));
-  // Long vectors in two halves side by side, to keep the panel short.
-  const half = a.length > 16 ? Math.ceil(a.length / 2) : a.length;
+  // Long vectors (past 32 channels) in two halves side by side, to keep the panel short.
+  const half = a.length > 32 ? Math.ceil(a.length / 2) : a.length;
   const products = el("table", null, { class: "weights", "data-role": "products" });
   const titles = el("tr");
   for (let part = 0; part < Math.ceil(a.length / half); part++) {
@@ -133,6 +148,7 @@ function scoreDerivation(i, j, src) {
   const raw = src.raw[i][j];
   nodes.push(result(`${t("table.sum")} = ${fmt(sum, D)}`, "sum", sum));
   nodes.push(result(t("derivation.their_score", { whose, value: fmt(raw, D) }), "model-score", raw));
+  const split = nodes.length;
   // 2. the scale
   let scaled = raw;
   if (src.scaled) {
@@ -163,7 +179,7 @@ function scoreDerivation(i, j, src) {
     nodes.push(el("p", t("derivation.uniform", { n: visible.length, i }), { class: "whatif-tag" }));
     nodes.push(result(`${t("derivation.weight")} = ${fmt(w, D)}`, "weight", w));
     nodes.push(result(t("derivation.their_weight", { whose, value: fmt(weightModel, D) }), "model-weight", weightModel));
-    return nodes;
+    return { nodes, split, intro };
   }
   const top = Math.max(...visible.map(([, x]) => x));
   const shift = top > 80 ? top : 0; // exp(x) overflows past about 709
@@ -179,7 +195,19 @@ function scoreDerivation(i, j, src) {
   const shead = el("thead");
   shead.append(head);
   const sbody = el("tbody");
+  // The masked future in one row (−∞, exp 0), unless the picked cell is in it: a
+  // derivation of row i stays i + 2 rows long, however long the prompt.
+  const hidden = rowScores.map((x, jj) => jj).filter((jj) => rowScores[jj] === null && jj !== j);
   rowScores.forEach((x, jj) => {
+    if (hidden.includes(jj)) {
+      if (jj !== hidden[0]) return;
+      const tr = el("tr", null, { "data-role": "future" });
+      const span = hidden.length > 1 ? `${jj}…${hidden[hidden.length - 1]}` : String(jj);
+      tr.append(el("td", span, { class: "idx" }), el("th", t("derivation.future_rows", { n: hidden.length })),
+        el("td", "−∞"), el("td", fmt(0, D)));
+      sbody.append(tr);
+      return;
+    }
     const tr = el("tr", null, jj === j ? { class: "this" } : {});
     const e = x === null ? 0 : exps.get(jj);
     tr.append(el("td", jj, { class: "idx" }), el("th", labels[jj], { class: "char" }),
@@ -195,7 +223,7 @@ function scoreDerivation(i, j, src) {
   const w = mine / total;
   nodes.push(result(`${t("derivation.weight")} = ${fmt(mine, D)} ÷ ${fmt(total, D)} = ${fmt(w, D)}`, "weight", w));
   nodes.push(result(t("derivation.their_weight", { whose, value: fmt(weightModel, D) }), "model-weight", weightModel));
-  return nodes;
+  return { nodes, split, intro };
 }
 
 // Row i of weights·V: each visible v_j times its weight, and their sum.

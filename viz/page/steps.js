@@ -40,7 +40,11 @@ function renderSteps() {
     const step = steps.layer_steps[key] || own[key];
     if (step.chapter !== chapter) {
       chapter = step.chapter;
-      nodes.push(richEl("h3", "step.heading", { chapter, name: steps.chapters[String(chapter)] }));
+      // A step a switch replaced is headed by what the switch did, not the chapters' name.
+      const switched = headSwitches().find((key) => SWITCHED_CHAPTER[key] === chapter);
+      nodes.push(switched
+        ? el("h3", t("step.heading_whatif", { chapter, what: t(`switch.${switched}`) }), { class: "whatif-tag" })
+        : richEl("h3", "step.heading", { chapter, name: steps.chapters[String(chapter)] }));
     }
     const card = el("div", null, { class: "step", "data-step": key });
     const switchedStep = step.title.key.split(".").length > 3; // step.<key>.<switch>.title
@@ -65,6 +69,9 @@ function stepsShown() {
   if (!steps || steps.layer !== state.layer || !steps.heads[String(stepHead())]) return null;
   return steps;
 }
+
+// The chapter step each what-if switch replaces (viz/attention_steps.py SWITCHED_STEP).
+const SWITCHED_CHAPTER = { xx_scores: 4, no_scale: 5, no_mask: 6, uniform: 7 };
 
 // What hovering or clicking a cell of a step explains: a score or weight cell, or a
 // row of weights·V.

@@ -152,6 +152,9 @@ function renderBanner() {
   document.body.classList.toggle("whatif", Boolean(w));
   banner.hidden = !w;
   if (w) banner.replaceChildren(...rich("whatif.banner", { what: whatIfText(w) }));
+  // The page's first words speak of −∞; with the mask switched off they say so instead.
+  const unmasked = Boolean(w && w.switches.includes("no_mask"));
+  $("honest").replaceChildren(...rich(unmasked ? "page.honest_no_mask" : "page.honest"));
 }
 
 // What a what-if pass changed, in the page's language: "layer 0, head 1: no causal mask ...".
