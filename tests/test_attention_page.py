@@ -161,7 +161,10 @@ def test_bad_prompts_get_the_documented_messages(run):
     _, _, url = run
     assert post(url, {"prompt": ""}) == (
         400,
-        {"error": "the prompt is empty: type at least one character"},
+        {
+            "error": "the prompt is empty: type at least one character",
+            "message": {"key": "error.empty", "args": {}},  # for the page, in its language
+        },
     )
     status, answer = post(url, {"prompt": "새가 x<script>"})
     assert status == 400

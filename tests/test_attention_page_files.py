@@ -4,6 +4,7 @@ policy that allows exactly their text, and no script reaches for the network."""
 
 import base64
 import hashlib
+import json
 import re
 import threading
 import urllib.request
@@ -13,7 +14,8 @@ from test_attention_explorer import VOCAB, save_sharp_checkpoint
 from test_attention_page import EXTERNAL, embedded_data, fetch
 
 from data.tokenizer import CharTokenizer
-from viz.attention_server import AttentionExplorer, ExplorerServer, render_page
+from viz.attention_server import MESSAGES_OPEN, AttentionExplorer, ExplorerServer, render_page
+from viz.messages import CATALOGUE
 from viz.page_files import PAGE_TEMPLATE, SCRIPT_DIR, inline_scripts, page_scripts, script_names
 
 TEMPLATE = PAGE_TEMPLATE.read_text(encoding="utf-8")
@@ -41,6 +43,11 @@ def test_the_server_answers_each_script_and_nothing_else(tmp_path):
             with urllib.request.urlopen(server.url + f"page/{name}", timeout=10) as response:
                 assert response.headers["Content-Type"] == "text/javascript; charset=utf-8"
                 assert response.read().decode("utf-8") == text
+        request = urllib.request.Request(
+            server.url + "api/attention", data=b'{"prompt": ""}', method="POST"
+        )
+        status, answer = fetch(request)  # a refusal: English text, and its message
+        assert status == 400 and answer["message"] == {"key": "error.empty", "args": {}}
         for where in ("page/nothing.js", "page/../attention_steps.py", "viz/page/core.js"):
             status, answer = fetch(server.url + where)
             assert status == 404 and "nothing at" in answer["error"]
@@ -59,6 +66,16 @@ def test_a_file_carries_its_scripts_inline_and_allows_only_them():
     digests = [hashlib.sha256(f"\n{text}".encode()).digest() for text in scripts.values()]
     assert policy == [f"'sha256-{base64.b64encode(d).decode()}'" for d in digests]
     assert embedded_data(page)["served"] is False
+
+
+@pytest.mark.parametrize("lang", [None, "ko", "en"])
+def test_the_page_carries_the_catalogue_and_the_language_asked_for(lang):
+    page = render_page(INFO, None, served=False, lang=lang)
+    start = page.index(MESSAGES_OPEN) + len(MESSAGES_OPEN)
+    words = json.loads(page[start : page.index("</script>", start)])
+    assert words == {"lang": lang, "messages": CATALOGUE}
+    with pytest.raises(ValueError, match="unknown language 'fr'"):
+        render_page(INFO, None, served=False, lang="fr")
 
 
 def test_a_script_that_would_end_its_tag_is_refused():

@@ -6,7 +6,11 @@ Python side (`viz.messages.say`) rendering what the page renders."""
 import re
 
 import pytest
+from test_attention_explorer import VOCAB
 
+from conftest import sharp_model
+from data.tokenizer import CharTokenizer
+from viz.attention_server import AttentionExplorer, PromptError
 from viz.attention_steps import CHAPTER_STEPS, SWITCHES
 from viz.messages import CATALOGUE, LANGUAGES, LINK, PLACEHOLDER, Message, message_json, say
 from viz.page_files import PAGE_TEMPLATE, SCRIPT_DIR, page_scripts
@@ -84,3 +88,21 @@ def test_say_fills_placeholders_nested_messages_and_drops_links():
 
 def test_the_catalogue_file_sits_beside_the_scripts():
     assert (SCRIPT_DIR / "messages.json").is_file()
+
+
+def test_the_servers_refusals_come_as_messages_in_both_languages():
+    explorer = AttentionExplorer(_tiny_model(), CharTokenizer(VOCAB), "x")
+    with pytest.raises(PromptError) as empty:
+        explorer.prepare("")
+    assert say(empty.value.message, "en") == str(empty.value)
+    assert say(empty.value.message, "ko") == "프롬프트가 비어 있습니다: 글자를 하나 이상 입력하세요"
+    with pytest.raises(PromptError) as unknown:
+        explorer.prepare("새가 x<")
+    assert unknown.value.message == Message(
+        "error.unknown_chars", {"n": 2, "chars": "'x' (U+0078): 3, '<' (U+003C): 4"}
+    )
+    assert say(unknown.value.message, "ko").startswith("모델의 어휘에 없는 글자 2개")
+
+
+def _tiny_model():
+    return sharp_model(len(VOCAB), 16, n_layer=1, n_head=1, n_embd=8)

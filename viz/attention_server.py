@@ -65,7 +65,17 @@ KEPT_PASSES = 4
 
 
 class PromptError(ValueError):
-    """A prompt (or temperature) the explorer cannot show; the message says what to change."""
+    """A prompt (or temperature) the explorer cannot show; the message says what to change.
+
+    Args:
+        text: the message, in English.
+        message: the same as a catalogue message (viz/messages.py), for the page to
+            show in its own language; None where only the English exists.
+    """
+
+    def __init__(self, text: str, message: Message | None = None):
+        super().__init__(text)
+        self.message = message
 
 
 def next_char_probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -198,14 +208,19 @@ class AttentionExplorer:
                 point and position).
         """
         if not isinstance(prompt, str):
-            raise PromptError(f"the prompt must be text, got {type(prompt).__name__}")
+            kind = type(prompt).__name__
+            raise PromptError(
+                f"the prompt must be text, got {kind}", Message("error.not_text", {"type": kind})
+            )
         if not prompt:
-            raise PromptError("the prompt is empty: type at least one character")
+            raise PromptError(
+                "the prompt is empty: type at least one character", Message("error.empty")
+            )
         prompt = self.tokenizer.normalize(prompt)  # the characters the model reads
         try:
             ids = self.tokenizer.encode(prompt)  # the whole prompt: positions as typed
         except ValueError as e:  # CorpusError: lists the unknown characters
-            raise PromptError(str(e)) from None
+            raise PromptError(str(e), self.unknown_message(prompt)) from None
         notes = []
         if len(prompt) > self.block_size:
             notes.append(
@@ -213,6 +228,17 @@ class AttentionExplorer:
             )
             prompt, ids = prompt[-self.block_size :], ids[-self.block_size :]
         return prompt, torch.from_numpy(ids.astype("int64")), notes
+
+    def unknown_message(self, prompt: str) -> Message:
+        """The characters of ``prompt`` outside the vocabulary, each with its code point
+        and first position, as a catalogue message."""
+        known = set(self.tokenizer.chars)
+        first: dict[str, int] = {}
+        for position, char in enumerate(prompt):
+            if char not in known:
+                first.setdefault(char, position)
+        listed = ", ".join(f"{c!r} (U+{ord(c):04X}): {p}" for c, p in first.items())
+        return Message("error.unknown_chars", {"n": len(first), "chars": listed})
 
     def what_if(self, layer=None, head=None, switches=()) -> WhatIf | None:
         """Checked what-if switches for one head, or None when no switch is on.
@@ -447,12 +473,17 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
             else:
                 result = explorer.explain(prompt, fields.get("temperature", 1.0), what_if)
         except PromptError as e:
-            self._send_error(HTTPStatus.BAD_REQUEST, str(e))
+            self._send_error(HTTPStatus.BAD_REQUEST, str(e), e.message)
             return
         self._send_json(HTTPStatus.OK, result)
 
-    def _send_error(self, status: HTTPStatus, message: str) -> None:
-        self._send_json(status, {"error": message})
+    def _send_error(self, status: HTTPStatus, text: str, message: Message | None = None) -> None:
+        """``{"error": text}``, and the same as a catalogue ``message`` where there is one
+        (the page shows that, in its language)."""
+        payload = {"error": text}
+        if message is not None:
+            payload["message"] = message_json(message)
+        self._send_json(status, payload)
 
     def _send_json(self, status: HTTPStatus, payload: dict) -> None:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")

@@ -83,7 +83,7 @@ async function show(prompt, options) {
   if (ticket !== state.request) return; // a later request took over
   $("show").disabled = false;
   if (answer.error !== undefined) {
-    showMessages([answer.error], true);
+    showMessages([answer.message || answer.error], true);
     // The tables were for the previous prompt: hide them, lest they read as this one's.
     state.result = null;
     state.steps = null;
@@ -111,7 +111,7 @@ async function loadSteps() {
   const answer = await post("api/steps", request());
   if (ticket !== state.request) return;
   if (answer.error !== undefined) {
-    showMessages([answer.error], true);
+    showMessages([answer.message || answer.error], true);
     return;
   }
   state.steps = answer;
