@@ -15,8 +15,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_attention_explorer import PROMPT, VOCAB
+from test_attention_explorer import PROMPT, VOCAB, save_sharp_checkpoint
 
+import explore_attention
 from conftest import sharp_model
 from data.tokenizer import CharTokenizer
 from viz.attention_server import AttentionExplorer, ExplorerServer
@@ -263,3 +264,22 @@ def test_a_long_prompt_keeps_its_labels_in_view(page, url):
         frame,
     )
     assert inside == [True, True, True], inside
+
+
+def test_a_korean_html_file_opens_in_korean_and_switches_to_english(page, tmp_path):
+    path = tmp_path / "ckpt.pt"
+    save_sharp_checkpoint(path)
+    html = tmp_path / "attention.html"
+    argv = ["--checkpoint", str(path), "--prompt", PROMPT, "--device", "cpu", "--html", str(html)]
+    png = ["--png", str(tmp_path / "grid.png"), "--dpi", "10"]
+    assert explore_attention.main([*argv, *png, "--lang", "ko"]) == 0
+    page.driver.get(html.as_uri())
+    page.wait_for(
+        lambda d: js(page, "return document.getElementById('steps').dataset.ready"),
+        "the file's steps",
+    )
+    assert text_of(page, "h1") == "어텐션 탐색기"
+    assert text_of(page, "#steps h3").startswith("1단계 · ")
+    assert text_of(page, "#switches-note") == words("switches.file", "ko")
+    js(page, "document.querySelector('#languages button[data-lang=en]').click()")
+    assert text_of(page, "#steps h3").startswith("Step 1 · ")

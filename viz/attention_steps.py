@@ -294,8 +294,8 @@ MODEL_CODE = {
     "projected": ("CausalSelfAttention.forward", "self.out_proj(out)"),
     "residual": ("Block.forward", "x = x + self.attn(self.ln_1(x), kv_cache)"),
 }
-# Where a table the model does not compute comes from (the page shows it as is).
-XX_CODE = "viz/attention_steps.py xx_scores (not a step of the model)"
+# Where the one table the model does not compute comes from (X·Xᵀ; the page says so).
+XX_CODE = "viz/attention_steps.py · xx_scores"
 
 
 def model_code(*keys: str) -> str:
