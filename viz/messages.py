@@ -7,6 +7,11 @@ glossary (``glossary.<term>.name`` / ``.text``). The page receives the same cata
 in its data block and renders a message the same way (viz/page/i18n.js). The Korean
 follows the seed chapters' terms: 어텐션 점수, 가중치, 가중합, 인과 마스크, 쿼리·키·밸류.
 
+To add words (a new section of the page): add its keys to messages.json, each with "en"
+and "ko" (a section's prefix, e.g. "block.mlp.title"); use them as ``t("key", {args})`` or
+``richEl(tag, "key", args)`` in viz/page/*.js and ``say("key", lang, **args)`` here.
+tests/test_page_messages.py fails on a key missing in either language, or used and absent.
+
     say("step.heading", "ko", chapter=6, name=Message("chapter.6"))
     say(Message("switch.no_mask"), "en")
     message_json(Message("step.q.title", {"note": Message("qk.rope")}))
