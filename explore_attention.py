@@ -26,6 +26,9 @@ raw Q·Kᵀ, ÷√d_k, the mask (−∞), the softmax weights, weights·V, the h
 × W_o and the residual stream after the add; then what each layer would predict next.
 The numbers are the page's (viz/attention_steps.py): one eval-mode forward pass of the
 real weights. --switches shows a what-if pass instead (see the page's switches).
+
+--lang ko or en: the language of --steps (default English) and of the page (default the
+browser's; the page has a switch too). Both read one catalogue, viz/page/messages.json.
 """
 
 import argparse
@@ -49,6 +52,7 @@ from viz.attention_table import format_attention_table, format_steps
 from viz.attention_weights import prompt_attention, select_head
 from viz.char_labels import visible_char
 from viz.logit_lens import layer_predictions
+from viz.messages import LANGUAGES, say
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
@@ -114,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"--steps: what-if switches for that head, comma-separated ({','.join(SWITCHES)}); "
         "the tables are then not what the model computes",
     )
+    p.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default=None,
+        help="language of --steps (default en) and of the page (default: the browser's)",
+    )
     p.add_argument("--serve", action="store_true", help="serve the web page until Ctrl-C")
     p.add_argument(
         "--host",
@@ -151,7 +161,7 @@ def check_modes(args: argparse.Namespace) -> None:
 
 
 def open_server(
-    host: str, port: int, explorer: AttentionExplorer, prompt: str | None
+    host: str, port: int, explorer: AttentionExplorer, prompt: str | None, lang: str | None = None
 ) -> ExplorerServer:
     """Bind the page's server (not yet answering: see `serve`).
 
@@ -160,7 +170,7 @@ def open_server(
             ``prompt`` cannot be shown (the page's message).
     """
     try:
-        return ExplorerServer((host, port), explorer, prompt)
+        return ExplorerServer((host, port), explorer, prompt, lang)
     except OSError as e:
         raise ValueError(
             f"cannot listen on {host}:{port} ({e.strerror or e}); "
@@ -198,26 +208,23 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
     layer = args.layer % config.n_layer
     lens = layer_predictions(explorer.model, record, top_k=5)
     chars = explorer.tokenizer.chars
+    lang = args.lang or "en"
     try:
         for note in notes:
-            print(note)
+            print(say(note, lang))
         n_layer, n_head = config.n_layer, config.n_head
-        print(f"{path}: layer {layer} of 0..{n_layer - 1}, head {head} of 0..{n_head - 1}")
+        where = {"path": path, "layer": layer, "head": head}
+        print(say("cli.where", lang, **where, last_layer=n_layer - 1, last_head=n_head - 1))
         if what_if is not None:
-            print(f"WHAT-IF, not what the model computes: {what_if.describe()}")
-        print(
-            "One eval-mode forward pass of the model's weights (no dropout). Numbers are "
-            f"rounded to {args.decimals} decimals; −∞ is the mask before the softmax, 0 the "
-            "weight after it. Rows: the prompt's characters."
-        )
+            print(say("cli.whatif", lang, what=what_if.describe(lang)))
+        # Under a switch the −∞ of the mask may be gone: the line says what is shown.
+        honest = "cli.honest" if what_if is None else "cli.honest_whatif"
+        print(say(honest, lang, decimals=args.decimals))
         print()
-        print(format_steps(steps, prompt, args.decimals, args.columns))
+        print(format_steps(steps, prompt, args.decimals, args.columns, lang))
         print()
-        print(
-            f"What each layer would predict after {visible_char(prompt[-1])!r} (position "
-            f"{len(prompt) - 1}): final norm and LM head on the residual stream after each "
-            "block (the logit lens); the last block's is the model's prediction"
-        )
+        position = len(prompt) - 1
+        print(say("cli.lens", lang, char=repr(visible_char(prompt[-1])), position=position))
         for layer_index, (top, probs) in enumerate(
             zip(lens["ids"], lens["probabilities"], strict=True)
         ):
@@ -225,7 +232,7 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
                 f"{visible_char(chars[i])} {p:.{args.decimals}f}"
                 for i, p in zip(top[-1], probs[-1], strict=True)
             )
-            print(f"  after block {layer_index}: {shown}")
+            print("  " + say("cli.after_block", lang, layer=layer_index, shown=shown))
     except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
         discard_stdout()
     return 0
@@ -245,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             model.to(device), tokenizer, str(path), run_prompts(checkpoint.get("config"))
         )
         if args.serve:  # a --prompt is the page's first; one too long is cropped there
-            return serve(open_server(args.host, args.port, explorer, args.prompt))
+            return serve(open_server(args.host, args.port, explorer, args.prompt, args.lang))
         if args.steps:
             return print_steps(explorer, args, path)
         args.prompt = tokenizer.normalize(args.prompt)  # the characters the model reads
@@ -278,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         html = Path(args.html)
         html.parent.mkdir(parents=True, exist_ok=True)
         result, steps = explorer.explain(args.prompt), explorer.all_steps(args.prompt)
-        page = render_page(explorer.model_info(), result, served=False, steps=steps)
+        info = explorer.model_info()
+        page = render_page(info, result, served=False, steps=steps, lang=args.lang)
         html.write_text(page, encoding="utf-8")
     which = f"head {args.head}" if args.head is not None else f"average of {n_head} heads"
     rows = f"{len(png_layers)} layer" + ("s" if len(png_layers) != 1 else "")
