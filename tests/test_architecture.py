@@ -6,7 +6,7 @@ import contextlib
 import pytest
 import torch
 
-from conftest import TEST_DEVICE
+from conftest import NEEDS_COMPILER, TEST_DEVICE
 from model import GPT, GPTConfig, record_attention
 from model.engine import Engine, allocate_cache, rotary_angles
 from model.gpt import RotaryEmbedding, rotate
@@ -142,6 +142,7 @@ def test_softcap_bounds_logits_and_untied_head_is_separate():
 
 
 @pytest.mark.slow  # torch.compile
+@NEEDS_COMPILER
 def test_compiled_and_eager_forward_agree():
     model = build("modern").eval()
     x = torch.randint(0, 20, (2, 16)).to(TEST_DEVICE)

@@ -48,6 +48,7 @@ from data import BatchSampler, prepare_corpus
 from data.staging import signals_raise
 from model import GPT, GPTConfig
 from model.checkpoint import BEST_NAME, CKPT_NAME, load_checkpoint, save_checkpoint
+from model.compiler import missing_compiler
 from training.checkpoint import (
     CORPUS_KEY,
     ENVIRONMENT_KEY,
@@ -63,7 +64,7 @@ from training.checkpoint import (
     seed_rank_stream,
     training_state,
 )
-from training.config import RunConfig
+from training.config import RunConfig, TrainConfig
 from training.distributed import init_distributed, shutdown_distributed, wrap_for_data_parallel
 from training.evaluate import Evaluator, WholeSplitStopped
 from training.optim import WeightAverage, build_optimizer
@@ -116,6 +117,25 @@ def compile_model(model: nn.Module, device: torch.device, scope: contextlib.Exit
     return torch.compile(model)
 
 
+def resolve_compile(tc: TrainConfig, device: torch.device) -> str:
+    """train.compile where torch.compile cannot build kernels (no C++ compiler: a slim
+    container, a fresh laptop): set to False in the working copy ``tc``, so the run
+    trains eager rather than failing in its first step, and says so.
+
+    Returns:
+        The line to print before the first step ("" when nothing changed).
+    """
+    missing = missing_compiler(device) if tc.compile else None
+    if missing is None:
+        return ""
+    tc.compile = False
+    return (
+        f"train.compile: {missing}, so this run trains uncompiled (slower per step); "
+        "to compile, install one (Debian/Ubuntu: apt install g++), or set "
+        "train.compile=false to leave this line out"
+    )
+
+
 class Trainer:
     """Owns everything a run needs: corpus, model, optimizer, batch sampler, reporter.
 
@@ -163,6 +183,7 @@ class Trainer:
         self.autocast = self.precision.autocast
         cfg.train.dtype = self.precision.name  # resolved in the working copy, as saved
         d, tc, dist, say = cfg.data, cfg.train, self.dist, self.report.say
+        self.compile_note = resolve_compile(tc, self.device)  # before anything compiles
         # DataConfig's keys are prepare_corpus's arguments, by name.
         show_progress = dist.is_main and self.report.console.interactive
         self.corpus = prepare_corpus(**dataclasses.asdict(d), progress=show_progress, say=say)
@@ -317,7 +338,7 @@ class Trainer:
         corpus, the precision, the schedule, the evaluation batch and TensorBoard, the settings a
         resume changed, and the start line (see `training.report.start_lines`)."""
         notes = [*self.corpus_notes, self.environment_note, *schedule_notices(self.cfg.train)]
-        notes += [self.precision.note, self.schedule_note, self.evaluator.note]
+        notes += [self.compile_note, self.precision.note, self.schedule_note, self.evaluator.note]
         notes.append(tensorboard_line(self.cfg))
         if start and self.dist.is_main:  # what HPARAMS will show beside this stretch
             notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))
