@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         f"({', '.join(result.files)}) in {time.perf_counter() - start:.1f} s; "
         f"logits within {result.max_logit_difference:.1e} of this model's"
     )
+    for note in result.notes:
+        print(note)
     return 0
 
 
