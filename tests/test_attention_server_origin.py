@@ -57,7 +57,9 @@ def test_the_page_and_its_posts_are_answered_on_loopback_names(port):
         assert status == 200 and answer["prompt"] == "To be", host
     # curl sends no Origin; a charset parameter is still JSON.
     curl = {"Host": f"localhost:{port}", "Content-Type": "application/json; charset=utf-8"}
-    assert ask(port, "POST", "/api/steps", curl, json.dumps({"prompt": "To be", "layer": 0}))[0] == 200
+    assert (
+        ask(port, "POST", "/api/steps", curl, json.dumps({"prompt": "To be", "layer": 0}))[0] == 200
+    )
 
 
 @pytest.mark.parametrize(
