@@ -33,6 +33,7 @@ def flag_hint(parser: argparse.ArgumentParser, unknown: list[str], argv: list[st
     if own:
         return own
     name, _, value = flag[2:].partition("=")
+    name = name.replace("-", "_")  # the other commands spell --out-dir, --max-new-tokens
     if not value:  # --dtype float16: the value is the next argument, if any
         after = argv[argv.index(flag) + 1 :]
         value = after[0] if after and not after[0].startswith("-") else "VALUE"

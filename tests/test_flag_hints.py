@@ -81,3 +81,11 @@ def test_the_hint_reads_only_flags():
         "write --top-k, not --top_k (every flag: python x.py --help)"
     )
     assert explain_unknown_flags(parser) is parser
+
+
+def test_train_reads_the_other_commands_hyphens_as_a_settings_underscores(capsys):
+    lines = refusal(train, ["--out-dir", "runs/x", "--max-iters=5"], capsys)
+    assert lines[-1] == (
+        "train.py takes settings as section.key=value, not as flags: out_dir=runs/x "
+        "(every key: python train.py --help-config)"
+    )
