@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from cli.console import run_command
+from cli.flag_hints import explain_unknown_flags
 from data import CorpusError, prepare_corpus
 from data.batches import EvaluationWindows
 from data.settings import DataConfig
@@ -205,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Score and print; returns the exit status (2 on bad input, 130 on Ctrl-C)."""
-    args = build_parser().parse_args(argv)
+    args = explain_unknown_flags(build_parser()).parse_args(argv)
     if args.batch_size is not None and args.batch_size < 1:
         print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
         return 2

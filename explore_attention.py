@@ -40,6 +40,7 @@ import torch
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from cli.console import discard_stdout, run_command
 from cli.figure_file import figure_path, save_figure
+from cli.flag_hints import explain_unknown_flags
 from data import CorpusError
 from data.decoding import normalize_newlines
 from data.escapes import ESCAPES_HELP, unescape_argument
@@ -241,7 +242,7 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
 def main(argv: list[str] | None = None) -> int:
     """Print the table, write the PNG (and --html), or --serve the page until Ctrl-C;
     returns the exit status (2 on bad input)."""
-    args = build_parser().parse_args(argv)
+    args = explain_unknown_flags(build_parser()).parse_args(argv)
     try:
         check_modes(args)
         device = resolve_device(args.device)

@@ -18,6 +18,7 @@ import time
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from cli.console import run_command
+from cli.flag_hints import explain_unknown_flags
 from hf_export import ExportError
 from model.checkpoint import CheckpointError
 
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Export and print what was written; returns the exit status (2 on bad input)."""
-    args = build_parser().parse_args(argv)
+    args = explain_unknown_flags(build_parser()).parse_args(argv)
     start = time.perf_counter()
     try:
         from hf_export.exporter import export_checkpoint
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         f"({', '.join(result.files)}) in {time.perf_counter() - start:.1f} s; "
         f"logits within {result.max_logit_difference:.1e} of this model's"
     )
+    for note in result.notes:
+        print(note)
     return 0
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cli.console import run_command
 from cli.figure_file import figure_path, save_figure
+from cli.flag_hints import explain_unknown_flags
 from viz.loss_plot import LOSS_TAGS, loss_figure
 from viz.run_events import VAL_LOSS, read_scalar_curves
 
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the plot; returns the exit status (2 when there is nothing to plot)."""
-    args = build_parser().parse_args(argv)
+    args = explain_unknown_flags(build_parser()).parse_args(argv)
     out_dir = Path(args.out_dir)
     try:
         if args.dpi <= 0:

@@ -23,6 +23,7 @@ import torch
 
 from cli.checkpoint_args import add_checkpoint_arguments, resolve_checkpoint_path
 from cli.console import run_command
+from cli.flag_hints import explain_unknown_flags
 from cli.stop_sequences import StopSequences
 from data import CorpusError
 from data.decoding import normalize_newlines
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = explain_unknown_flags(build_parser()).parse_args(argv)
     try:
         sampling, stream, stop_strings, device, dtype = check_arguments(args)
         prompt = args.prompt

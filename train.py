@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from cli.console import run_command
+from cli.flag_hints import explain_unknown_flags, spelling_hint
 from data import CorpusError
 from model.checkpoint import CheckpointError
 from training import ConfigError, load_config, train
@@ -19,14 +20,20 @@ from training.distributed import NonFiniteLossError
 from training.report import plain_warnings
 
 
-def flag_hint(unknown: list[str], argv: list[str]) -> str:
+def flag_hint(parser: argparse.ArgumentParser, unknown: list[str], argv: list[str]) -> str:
     """For settings given as flags, nanoGPT's ``--max_iters=100`` or litgpt's ``--dtype
-    float16``: the override to write instead, e.g. "train.max_iters=100"; "" when the
-    first unknown argument of the command line ``argv`` names no key."""
+    float16``: the override to write instead, e.g. "train.max_iters=100"; for
+    train.py's own flags in another spelling (``--help_config``), that flag
+    (`cli.flag_hints.spelling_hint`); "" when the first unknown argument of the command
+    line ``argv`` names neither."""
     flag = next((a for a in unknown if a.startswith("--")), None)
     if flag is None:
         return ""
+    own = spelling_hint(parser, unknown, argv)
+    if own:
+        return own
     name, _, value = flag[2:].partition("=")
+    name = name.replace("-", "_")  # the other commands spell --out-dir, --max-new-tokens
     if not value:  # --dtype float16: the value is the next argument, if any
         after = argv[argv.index(flag) + 1 :]
         value = after[0] if after and not after[0].startswith("-") else "VALUE"
@@ -53,16 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         help="print every config key with its default and meaning, and exit",
     )
     argv = sys.argv[1:] if argv is None else argv
-    refuse = parser.error
-
-    def refuse_with_hint(message: str):  # argparse's message, then the override to write
-        if message.startswith("unrecognized arguments: "):
-            hint = flag_hint(message.removeprefix("unrecognized arguments: ").split(), argv)
-            message += f"\n{hint}" if hint else ""
-        refuse(message)
-
-    parser.error = refuse_with_hint
-    args = parser.parse_args(argv)
+    args = explain_unknown_flags(parser, flag_hint, argv).parse_args(argv)
     if args.help_config:
         print(config_reference())
         return 0

@@ -10,8 +10,11 @@ and our checkpoint's weights renamed (and transposed) for it.
 Past block_size characters, our sampler slides (learned positions) or rolls (RoPE)
 its window of context. Qwen3 does the same as our rolling KV cache (sliding-window
 attention over the last block_size keys, positions going on), so its generations
-agree however long; GPT-2 has no position past block_size (transformers raises an
-IndexError), and Llama attends over everything (its text differs past block_size).
+agree however long (its max_position_embeddings is Qwen3's default, 32768, not
+block_size, so transformers does not warn past block_size); GPT-2 has no position
+past block_size (transformers raises an IndexError), and Llama attends over
+everything (its text differs past block_size). `Architecture.length_note` says which,
+in the export's own output.
 
 All three need logit_softcap 0; bias, tie_embeddings, sizes and rope_base may be
 anything (zero_init_proj and dropout only matter in training). Why each is exact:
@@ -57,6 +60,7 @@ DEFAULTS = {
 # nn.RMSNorm(eps=None) and F.rms_norm(eps=None) use the input dtype's machine epsilon.
 RMS_NORM_EPS = torch.finfo(torch.float32).eps
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default
+QWEN3_MAX_POSITIONS = 32768  # Qwen3Config's default; see _qwen3_config
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,9 @@ class Architecture:
         needs: model_config key -> the value this class requires.
         config: model_config -> keyword arguments of ``config_class``.
         weights: (model_config, our state_dict) -> the class's state_dict.
+        past_block_size: what its generate does past block_size characters: "slides"
+            (as sample.py), "differs" (attends over everything) or "stops" (no
+            position there).
     """
 
     class_name: str
@@ -77,6 +84,24 @@ class Architecture:
     needs: dict
     config: Callable[[dict], dict]
     weights: Callable[[dict, dict], dict]
+    past_block_size: str
+
+    def length_note(self, block_size: int) -> str:
+        """How long a text the exported model generates as ours does, and how to stay
+        within it: a line for the export's output."""
+        if self.past_block_size == "slides":
+            return (
+                f"{self.class_name} slides past block_size {block_size} as sample.py does: "
+                "generate any length"
+            )
+        why = {
+            "stops": "has no position past",
+            "differs": "attends over everything past (unlike sample.py)",
+        }[self.past_block_size]
+        return (
+            f"{self.class_name} {why} block_size {block_size}: generate at most {block_size} "
+            f"characters, prompt included (generate(ids, max_length={block_size}))"
+        )
 
     def differences(self, model_config: dict) -> list[str]:
         """'model.key=value (this run: other)' for each requirement the run misses."""
@@ -177,7 +202,7 @@ def _rope_config(mc: dict) -> dict:
         "num_key_value_heads": mc["n_head"],
         "head_dim": mc["n_embd"] // mc["n_head"],
         "hidden_act": "relu",  # relu(gate) * up with gate = up: ReLU², see the docstring
-        "max_position_embeddings": mc["block_size"],
+        "max_position_embeddings": mc["block_size"],  # Qwen3: see _qwen3_config
         "rms_norm_eps": RMS_NORM_EPS,
         "rope_parameters": {"rope_type": "default", "rope_theta": setting(mc, "rope_base")},
         "attention_bias": bias,
@@ -229,6 +254,10 @@ def _qwen3_config(mc: dict) -> dict:
     # Our rolling KV cache: past block_size, each query sees the last block_size keys.
     window = {"use_sliding_window": True, "sliding_window": mc["block_size"]}
     layers = {"max_window_layers": 0, "layer_types": ["sliding_attention"] * mc["n_layer"]}
+    # RoPE keeps no table of positions, so the window slides on with no end, as
+    # sample.py's does. block_size here would make generate warn "exceeded the model's
+    # predefined maximum length" past it and cap its default max_length.
+    config["max_position_embeddings"] = QWEN3_MAX_POSITIONS
     return {**config, **window, **layers}
 
 
@@ -244,6 +273,7 @@ GPT2 = Architecture(
     },
     _gpt2_config,
     _gpt2_weights,
+    past_block_size="stops",
 )
 QWEN3 = Architecture(
     "Qwen3ForCausalLM",
@@ -258,6 +288,7 @@ QWEN3 = Architecture(
     },
     _qwen3_config,
     lambda mc, sd: _rope_weights(mc, sd, qk_norm=True),
+    past_block_size="slides",
 )
 LLAMA = Architecture(
     "LlamaForCausalLM",
@@ -271,6 +302,7 @@ LLAMA = Architecture(
     },
     _rope_config,
     lambda mc, sd: _rope_weights(mc, sd, qk_norm=False),
+    past_block_size="differs",
 )
 ARCHITECTURES = (GPT2, QWEN3, LLAMA)
 

@@ -33,12 +33,15 @@ class ExportResult:
         class_name: the transformers class it loads as.
         files: the files written, by name.
         max_logit_difference: the largest |exported - ours| logit of the check.
+        notes: lines for the user: how long a text it generates as ours does
+            (`Architecture.length_note`) and which characters its tokenizer reads.
     """
 
     folder: Path
     class_name: str
     files: list[str]
     max_logit_difference: float
+    notes: list[str]
 
 
 def require_transformers():
@@ -112,7 +115,18 @@ def export_checkpoint(checkpoint: Path, target: Path, overwrite: bool = False) -
     target = Path(target)
     write_atomically(target, overwrite, write)
     files = sorted(p.name for p in target.iterdir())
-    return ExportResult(target, architecture.class_name, files, difference)
+    notes = [architecture.length_note(model_config["block_size"]), vocabulary_note(tokenizer.chars)]
+    return ExportResult(target, architecture.class_name, files, difference, notes)
+
+
+def vocabulary_note(chars: list[str]) -> str:
+    """What the exported tokenizer reads: only the vocabulary's characters. A model has
+    no id for another one, so `tokenizers` refuses it (see hf_export.tokenizer)."""
+    return (
+        f"the tokenizer reads the {len(chars)} characters of the vocabulary; it refuses "
+        'others ("Missing [UNK] token"): find them with '
+        "set(text) - set(tokenizer.get_vocab())"
+    )
 
 
 @torch.no_grad()

@@ -46,6 +46,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from model.compiler import missing_compiler
 from model.cpu_products import CPUProducts
 from model.gpt import GPT, KVCache, check_prompt
 from model.sampling import Sampling, next_token
@@ -74,9 +75,10 @@ def sliding_window_keep(block_size: int) -> int:
 
 def compile_by_default(device: torch.device) -> bool:
     """Whether the decode step is compiled unless asked otherwise: on CUDA, where a step
-    is bound by kernel launches and a CUDA graph removes them; not on CPU or MPS, where
-    eager runs each step as fast and compiling costs time first (bench/sample_speed.py)."""
-    return device.type == "cuda"
+    is bound by kernel launches and a CUDA graph removes them, if the compiler Triton
+    builds with is installed (`model.compiler`); not on CPU or MPS, where eager runs
+    each step as fast and compiling costs time first (bench/sample_speed.py)."""
+    return device.type == "cuda" and missing_compiler(device) is None
 
 
 def allocate_cache(model: GPT, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:

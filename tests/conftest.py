@@ -29,6 +29,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from model.compiler import missing_compiler
+
 ROOT = Path(__file__).resolve().parent.parent
 KOREAN = ROOT / "data" / "korean_sample" / "input.txt"  # ships with the code
 
@@ -39,6 +41,14 @@ TEST_DEVICE_NAME = os.environ.get(TEST_DEVICE_VARIABLE, "").strip().lower() or "
 # imports it); pytest_configure reports it before any test runs.
 TEST_DEVICE = torch.device(TEST_DEVICE_NAME if TEST_DEVICE_NAME in TEST_DEVICES else "cpu")
 ON_CUDA = TEST_DEVICE.type == "cuda"
+
+
+# Tests that build torch.compile's kernels with Inductor need the compiler it calls (g++
+# on CPU); where there is none, a run falls back to eager (model.compiler) and they skip.
+NEEDS_COMPILER = pytest.mark.skipif(
+    missing_compiler(TEST_DEVICE) is not None,
+    reason=f"torch.compile's compiler: {missing_compiler(TEST_DEVICE)}",
+)
 
 
 # Set at import, before any test compiles; inherited by the processes tests start.

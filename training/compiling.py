@@ -26,6 +26,9 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from model.compiler import missing_compiler
+from training.config import TrainConfig
+
 
 @contextlib.contextmanager
 def deterministic_algorithms() -> Iterator[None]:
@@ -61,3 +64,22 @@ def compile_model(model: nn.Module, device: torch.device, scope: contextlib.Exit
     if device.type == "cpu":
         scope.enter_context(deterministic_algorithms())
     return torch.compile(model)
+
+
+def resolve_compile(tc: TrainConfig, device: torch.device) -> str:
+    """train.compile where torch.compile cannot build kernels (no C++ compiler: a slim
+    container, a fresh laptop): set to False in the working copy ``tc``, so the run
+    trains eager rather than failing in its first step, and says so.
+
+    Returns:
+        The line to print before the first step ("" when nothing changed).
+    """
+    missing = missing_compiler(device) if tc.compile else None
+    if missing is None:
+        return ""
+    tc.compile = False
+    return (
+        f"train.compile: {missing}, so this run trains uncompiled (slower per step); "
+        "to compile, install one (Debian/Ubuntu: apt install g++), or set "
+        "train.compile=false to leave this line out"
+    )

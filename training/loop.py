@@ -40,7 +40,7 @@ from training.checkpoint import (
     seed_rank_stream,
     training_state,
 )
-from training.compiling import compile_model
+from training.compiling import compile_model, resolve_compile
 from training.config import RunConfig
 from training.distributed import init_distributed, shutdown_distributed, wrap_for_data_parallel
 from training.evaluate import Evaluator, WholeSplitStopped
@@ -100,6 +100,7 @@ class Trainer:
         self.autocast = self.precision.autocast
         cfg.train.dtype = self.precision.name  # resolved in the working copy, as saved
         tc, dist = cfg.train, self.dist
+        self.compile_note = resolve_compile(tc, self.device)  # before anything compiles
         self.corpus = self._prepare_corpus(cfg)
         self.corpus_record = corpus_record(self.corpus)  # saved in ckpt.pt
         self.environment = environment_record(self.device)  # saved in ckpt.pt, too
@@ -242,7 +243,7 @@ class Trainer:
         notes = [*self.folder.notes, *resume.corpus_notes]
         notes.append(environment_note(resume.saved_environment, self.environment))
         notes += schedule_notices(self.cfg.train)
-        notes += [self.precision.note, self.schedule_note, self.evaluator.note]
+        notes += [self.compile_note, self.precision.note, self.schedule_note, self.evaluator.note]
         notes.append(tensorboard_line(self.cfg))
         if start and self.dist.is_main:  # what HPARAMS will show beside this stretch
             notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))

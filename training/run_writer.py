@@ -102,6 +102,9 @@ SAMPLE_TOP_K = 40
 # evaluation of a run of up to that many (a longer run's command names its own number).
 KEPT_EVALUATIONS = 1000
 DEFAULT_KEPT_SCALARS = 1000  # TensorBoard's own limit for a scalar tag
+# TensorBoard opens on TIME SERIES (every tag's card); the address's #scalars opens its
+# SCALARS tab, where loss/train and loss/val come first. 6006: TensorBoard's default port.
+TENSORBOARD_SCALARS_URL = "http://localhost:6006/#scalars"
 
 
 def tensorboard_command(logdir: str | Path = "runs", evaluations: int = 0, logged: int = 0) -> str:
@@ -130,7 +133,10 @@ def tensorboard_line(cfg) -> str:
     evaluations = t.max_iters // t.eval_interval + 1  # and one at the last step
     logdir = Path(cfg.out_dir).parent
     command = tensorboard_command(logdir, evaluations, t.max_iters // t.log_interval)
-    return f"TensorBoard, with every evaluation's sample and heatmaps: {command}"
+    return (
+        f"TensorBoard, with every evaluation's sample and heatmaps: {command}; "
+        f"open {TENSORBOARD_SCALARS_URL} for the losses first"
+    )
 
 
 class RunWriter:

@@ -23,8 +23,15 @@ forward pass, marked as such, and the model's own numbers to compare with.
 
 Nothing else is served (404): no file is read by path, and the page and its scripts
 are read once, at start. A bad prompt gets HTTP 400 and ``{"error": "..."}``, which the page shows.
+
+Other web sites are kept out (`request_refusal`): a request must name this server in
+its ``Host`` header (a loopback name, or an address literal when serving beyond this
+machine) with its port, else 403, so a site that points its own name at 127.0.0.1
+(DNS rebinding) reads nothing; a POST must be JSON (415) and come from the page's
+own origin (403), so a cross-site form cannot submit one.
 """
 
+import ipaddress
 import json
 import math
 import threading
@@ -412,6 +419,66 @@ def render_page(
 
 
 API = ("/api/attention", "/api/steps")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def is_address_literal(name: str) -> bool:
+    """Whether a Host header's name is an IP address (``10.0.0.2``, ``[fe80::1]``),
+    which no web site can rebind, rather than a domain name."""
+    try:
+        ipaddress.ip_address(name.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return False
+    return True
+
+
+def request_refusal(
+    method: str, headers, bound_host: str, port: int
+) -> tuple[HTTPStatus, str] | None:
+    """Why a request to the page's server is refused, or None to answer it.
+
+    A web page the user visits can send requests to 127.0.0.1, and by pointing its
+    own domain there (DNS rebinding) read the answers. So the ``Host`` header must
+    be a loopback name (or, when the server listens beyond this machine, an address
+    literal) with the server's port; and a POST, which a cross-site form could send
+    as text/plain, must be ``application/json`` from the page's own origin (a
+    missing ``Origin``, as curl sends, is accepted).
+
+    Args:
+        method: "GET" or "POST".
+        headers: the request's headers (``email.message.Message``-like: ``.get``).
+        bound_host: the address the server listens on ("127.0.0.1", "0.0.0.0", ...).
+        port: the port it listens on.
+
+    Returns:
+        (HTTP status, one-line message naming what to do) or None.
+    """
+    host = headers.get("Host", "")
+    name, _, given_port = host.rpartition(":")
+    loopback = bound_host in ("127.0.0.1", "localhost", "::1")
+    known = name in LOOPBACK_NAMES or name == bound_host
+    known = known or (not loopback and is_address_literal(name))
+    if not known or given_port != str(port):
+        return (
+            HTTPStatus.FORBIDDEN,
+            f"this server answers requests for 127.0.0.1:{port} or localhost:{port}, "
+            f"not {host or 'no Host header'}: open http://127.0.0.1:{port}/",
+        )
+    if method != "POST":
+        return None
+    kind = headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        return (
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+            f"POST a JSON body with Content-Type: application/json, not {kind or 'none'}",
+        )
+    origin = headers.get("Origin")
+    if origin is not None and origin != f"http://{host}":
+        return (
+            HTTPStatus.FORBIDDEN,
+            f"POSTs come from this server's own page (http://{host}), not {origin}",
+        )
+    return None
 
 
 class ExplorerRequestHandler(BaseHTTPRequestHandler):
@@ -425,6 +492,8 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
     server_version = "MiniGPTAttentionExplorer"
 
     def do_GET(self):  # noqa: N802  (the name http.server calls)
+        if self._refused("GET"):
+            return
         url = urlsplit(self.path)
         if url.path in ("/", "/index.html"):
             self._send(HTTPStatus.OK, self.server.page, "text/html; charset=utf-8")
@@ -438,6 +507,8 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
             self._send_error(HTTPStatus.NOT_FOUND, f"nothing at {url.path}: open / instead")
 
     def do_POST(self):  # noqa: N802
+        if self._refused("POST"):
+            return
         path = urlsplit(self.path).path
         if path not in API:
             self._send_error(HTTPStatus.NOT_FOUND, "POST goes to /api/attention or /api/steps")
@@ -460,6 +531,17 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
             )
             return
         self._answer(path, body)
+
+    def _refused(self, method: str) -> bool:
+        """Send `request_refusal`'s answer, if any; True when the request was refused
+        (its body, if any, unread: the connection is closed)."""
+        bound_host, port = self.server.server_address[:2]
+        refusal = request_refusal(method, self.headers, bound_host, port)
+        if refusal is None:
+            return False
+        self._send_error(*refusal)
+        self.close_connection = True
+        return True
 
     def _answer(self, path: str, fields: dict) -> None:
         """Answer /api/attention or /api/steps from the request's fields."""

@@ -129,6 +129,7 @@ def test_the_test_split_is_never_read_by_training(tmp_path, monkeypatch):
 
     monkeypatch.setattr(data.batches.WindowReader, "read", recording_read)
     overrides = {"data.test_fraction": 0.1, "train.sample_prompt": "ab", "train.eval_tokens": 64}
+    overrides["train.attention_prompt"] = "ab"  # of the corpus: no fallback, no warning
     result = train(load_config(None, tiny_overrides(tmp_path, path, **overrides)))
     assert result.full_val_loss is not None  # the whole validation split was read too
     vocab = load_checkpoint(tmp_path / "run" / "ckpt.pt")["vocab"]

@@ -135,8 +135,10 @@ def test_checkpoint_has_no_code_and_loads_weights_only(trained_run):
 
 
 def test_korean_corpus_trains_and_samples(tmp_path, korean_path):
-    cfg = load_config(None, tiny_overrides(tmp_path, korean_path, **{"train.max_iters": 3}))
-    result = train(cfg)
+    # Prompts of the corpus's own script: the English defaults would fall back, warning.
+    prompts = {"train.sample_prompt": "새가", "train.attention_prompt": "새가"}
+    overrides = tiny_overrides(tmp_path, korean_path, **{"train.max_iters": 3, **prompts})
+    result = train(load_config(None, overrides))
     ckpt = load_checkpoint(result.out_dir / "ckpt.pt")
     assert len(ckpt["vocab"]) > 1000 and "새" in ckpt["vocab"]
     r = run_sample(result.out_dir, "--prompt", "새가 하늘을", "--max-new-tokens", "20")

@@ -173,7 +173,14 @@ def test_split_of_exactly_block_size_plus_one_is_valid(tmp_path):
     path = tmp_path / "exact.txt"
     path.write_text(("abcdefghijk" * 30), encoding="utf-8")  # 330 chars: val is 33
     cfg = load_config(
-        None, tiny_overrides(tmp_path, path, **{"model.block_size": 32, "data.val_fraction": 0.1})
+        None,
+        tiny_overrides(
+            tmp_path,
+            path,
+            **{"model.block_size": 32, "data.val_fraction": 0.1},
+            # Prompts of the corpus: the English defaults would fall back, warning.
+            **{"train.sample_prompt": "abc", "train.attention_prompt": "abc"},
+        ),
     )
     assert len(prepare_corpus(path, 0.1, tmp_path / "c").val_ids) == 33
     result = train(cfg)

@@ -3,6 +3,7 @@ of ours and gives our logits, greedy text and tokens; runs no architecture match
 refused; bad targets, missing checkpoints and a missing transformers name the fix."""
 
 import dataclasses
+import logging
 import random
 import subprocess
 import sys
@@ -169,9 +170,23 @@ def hand_made_checkpoint(folder, **architecture):
         ({**ROPE, "rope_base": 500.0}, "LlamaForCausalLM"),  # no QK-norm; biases
     ],
 )
-def test_exported_logits_of_large_weights_equal_ours(tmp_path, architecture, class_name):
+def test_exported_logits_of_large_weights_equal_ours(tmp_path, architecture, class_name, capsys):
     ours = hand_made_checkpoint(tmp_path / "run", **architecture)
     assert export.main(["--out-dir", str(tmp_path / "run"), "--to", str(tmp_path / "hf")]) == 0
+    # What generates as sample.py past block_size 16, and how to stay within it.
+    within = "generate at most 16 characters, prompt included (generate(ids, max_length=16))"
+    length_note = {
+        "GPT2LMHeadModel": f"GPT2LMHeadModel has no position past block_size 16: {within}",
+        "Qwen3ForCausalLM": "Qwen3ForCausalLM slides past block_size 16 as sample.py does: "
+        "generate any length",
+        "LlamaForCausalLM": "LlamaForCausalLM attends over everything past (unlike sample.py) "
+        f"block_size 16: {within}",
+    }[class_name]
+    vocabulary_note = (
+        "the tokenizer reads the 12 characters of the vocabulary; it refuses others "
+        '("Missing [UNK] token"): find them with set(text) - set(tokenizer.get_vocab())'
+    )
+    assert capsys.readouterr().out.splitlines()[1:] == [length_note, vocabulary_note]
     theirs, _ = load_exported(tmp_path / "hf")
     assert type(theirs).__name__ == class_name
     ids = torch.randint(12, (2, 16), generator=torch.Generator().manual_seed(2))
@@ -189,7 +204,18 @@ def test_qwen3_generates_sample_py_text_past_block_size(tmp_path, capsys):
     args = ["--out-dir", str(tmp_path / "run"), "--device", "cpu", "--prompt", "새가 하늘"]
     assert sample.main(args + ["--temperature", "0", "--max-new-tokens", "40", "--no-stream"]) == 0
     ids = tokenizer("새가 하늘", return_tensors="pt").input_ids
-    out = model.generate(ids, max_new_tokens=40, do_sample=False)
+    # Without a warning that the model's length is exceeded: it is not (max_position_
+    # embeddings is not block_size). warning_once's memory is cleared to see it anew.
+    warned = []
+    handler = logging.Handler()
+    handler.emit = lambda record: warned.append(record.getMessage())
+    logging.Logger.warning_once.cache_clear()
+    transformers.utils.logging.add_handler(handler)
+    try:
+        out = model.generate(ids, max_new_tokens=40, do_sample=False)
+    finally:
+        transformers.utils.logging.remove_handler(handler)
+    assert not [w for w in warned if "maximum length" in w], warned
     assert tokenizer.decode(out[0]) == capsys.readouterr().out.removesuffix("\n")
 
 

@@ -67,9 +67,7 @@ def run(tmp_path):
 
 def post(url: str, payload) -> tuple[int, dict]:
     """POST JSON to /api/attention; (HTTP status, decoded JSON answer)."""
-    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    request = urllib.request.Request(url + "api/attention", data=data, method="POST")
-    return fetch(request)
+    return post_to(url, "api/attention", payload)
 
 
 def fetch(request) -> tuple[int, dict | str]:
@@ -218,7 +216,8 @@ def test_the_server_serves_the_page_and_nothing_from_the_file_system(run):
     # A path that climbs out of the root is not resolved either (sent as is, not normalised).
     address = urllib.parse.urlsplit(url)
     with socket.create_connection((address.hostname, address.port)) as connection:
-        connection.sendall(b"GET /../../etc/passwd HTTP/1.0\r\n\r\n")
+        host = f"Host: {address.netloc}".encode()
+        connection.sendall(b"GET /../../etc/passwd HTTP/1.0\r\n" + host + b"\r\n\r\n")
         reply = connection.makefile("rb").read().decode()
     assert reply.startswith("HTTP/1.0 404") and "root:" not in reply
 
@@ -379,8 +378,11 @@ def test_steps_endpoint_answers_one_head_and_takes_switches(run):
             assert status == 400 and message in answer["error"], answer
 
 
-def post_to(url: str, path: str, payload: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url + path, data=json.dumps(payload).encode(), method="POST")
+def post_to(url: str, path: str, payload) -> tuple[int, dict]:
+    """POST JSON (or raw bytes, labelled JSON) to ``path``, as the page does."""
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(url + path, data=data, method="POST", headers=headers)
     return fetch(request)
 
 
