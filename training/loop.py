@@ -74,7 +74,7 @@ from training.precision import (
     restore_loss_scaling,
     saved_dtype,
 )
-from training.report import Reporter, TrainResult, start_lines
+from training.report import Reporter, TrainResult, start_lines, steps
 from training.run_folder import RunFolder
 from training.run_writer import TensorBoardViews, hparams_resume_note, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
@@ -239,7 +239,10 @@ class Trainer:
         tc, result, report = self.cfg.train, self.result, self.report
         start = result.iter_num
         if start >= tc.max_iters:
-            report.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
+            report.say(
+                f"nothing to do: the run already has {steps(start)} (train.max_iters="
+                f"{tc.max_iters}); give a larger train.max_iters to train on"
+            )
             return result
         if self.dist.is_main:
             self.folder.start(self.given_cfg.to_dict())  # config.yaml
