@@ -9,7 +9,9 @@
 backslash, \\u00e9 the character U+00E9 (any other backslash is kept as typed; see
 data/escapes.py). --prompt-file is taken as the file has it.
 
-The vocabulary comes from the checkpoint itself; the same seed gives the same text.
+The vocabulary comes from the checkpoint itself; the same seed gives the same text, and
+sample i draws from its own generator (`model.sampling.sample_seed`), so it is the same
+text whatever --num-samples.
 One sample is printed as it is generated (--no-stream waits for the end); several
 are generated together as one batch and printed when all are done.
 """
@@ -91,7 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="print characters as they are generated (default: on for one sample)",
     )
-    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=1337,
+        help="the same seed gives the same text; sample i is the same whatever --num-samples",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     p.add_argument(
         "--dtype",

@@ -17,7 +17,7 @@ from model.checkpoint import CheckpointError
 from training import ConfigError, load_config, train
 from training.config import all_keys, config_reference
 from training.distributed import NonFiniteLossError
-from training.report import plain_warnings
+from training.report import plain_warnings, steps
 
 
 def flag_hint(parser: argparse.ArgumentParser, unknown: list[str], argv: list[str]) -> str:
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         whole = result.full_val_loss
         whole = "" if whole is None else f"; whole validation split {whole:.4f} nats/char"
         skipped = result.skipped_steps  # loss scaling (train.dtype float16)
-        skipped = f"; loss scaling skipped {skipped:,} steps" if skipped else ""
+        skipped = f"; loss scaling skipped {steps(skipped)}" if skipped else ""
         print(
             f"best val loss {result.best_val_loss:.4f} nats/char{whole}{skipped}; "
             f"checkpoint in {result.out_dir}"

@@ -5,6 +5,7 @@ checked before any work, and named as it will be written.
     error = save_figure(fig, png, dpi)                    # "" once written
 """
 
+import os
 from pathlib import Path
 
 
@@ -38,10 +39,18 @@ def figure_path(given: str | None, default: Path) -> Path:
 def save_figure(fig, png: Path, dpi: int) -> str:
     """Write matplotlib figure ``fig`` to ``png`` at ``dpi`` dots per inch, making its
     folder; return "" once written, or the error line a command prints before it exits
-    with 2 (a folder it cannot make, a file it cannot write)."""
+    with 2 (a folder it cannot make, a file it cannot write).
+
+    The figure is drawn into a temporary file beside ``png`` and renamed into place, so
+    an earlier figure of that name stays whole until the new one is (a failure or a
+    kill while drawing used to leave it cut short)."""
+    partial = png.with_name(f".{png.name}.partial")
     try:
         png.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(png, dpi=dpi)
+        fig.savefig(partial, dpi=dpi, format=png.suffix[1:].lower() or "png")
+        os.replace(partial, png)
     except OSError as e:
         return f"error: --png: cannot write {png}: {e.strerror or e}"
+    finally:
+        partial.unlink(missing_ok=True)
     return ""

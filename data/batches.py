@@ -31,11 +31,11 @@ class WindowReader:
         self.ids = ids
         self.length = length
         self.offsets = np.arange(length)
-        self.file = None
+        self.file = None  # the token file's path, where windows are read from it
         # Only a memmap made for this split (its base is the map itself) knows its place
         # in the file: a slice of one keeps its parent's offset. Windows has no os.pread.
         if isinstance(ids, np.memmap) and isinstance(ids.base, mmap.mmap) and hasattr(os, "pread"):
-            self.file = open(ids.filename, "rb", buffering=0)  # closed with the reader
+            self.file = ids.filename
             self.first_byte = ids.offset
 
     def read(self, starts: np.ndarray) -> torch.Tensor:
@@ -43,9 +43,15 @@ class WindowReader:
         if self.file is None:
             windows = self.ids[starts[:, None] + self.offsets]  # one gather, no Python loop
         else:
-            item, fd = self.ids.itemsize, self.file.fileno()
-            size, first = self.length * item, self.first_byte
-            raw = b"".join(os.pread(fd, size, first + int(s) * item) for s in starts)
+            item, size, first = self.ids.itemsize, self.length * self.ids.itemsize, self.first_byte
+            # Opened for each batch and closed at once (microseconds against a step):
+            # a reader kept open was closed only by the garbage collector, and held
+            # the file (locked, on Windows) while an exception kept the run alive.
+            fd = os.open(self.file, os.O_RDONLY)
+            try:
+                raw = b"".join(os.pread(fd, size, first + int(s) * item) for s in starts)
+            finally:
+                os.close(fd)
             windows = np.frombuffer(raw, dtype=self.ids.dtype).reshape(len(starts), self.length)
         return torch.from_numpy(windows.astype(np.int64))
 

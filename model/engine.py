@@ -247,7 +247,7 @@ class Engine:
         block_size = model.config.block_size
         rolling = model.config.position == "rope"
         keep = sliding_window_keep(block_size)
-        generator = sampling.rng(self.device)
+        generator = sampling.rng(self.device, idx.size(0))
         keys, values = allocate_cache(model, idx.size(0))
         # Regrouped at every generation: the weights may have changed since the last.
         self.products = CPUProducts(model, idx.size(0)) if self.cpu_products else None

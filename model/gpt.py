@@ -554,7 +554,7 @@ class GPT(nn.Module):
         self, idx: torch.Tensor, max_new_tokens: int, sampling: Sampling
     ) -> Iterator[torch.Tensor]:
         """The loop of `generate_stream`: (B, 1) ids, one forward pass each."""
-        generator = sampling.rng(idx.device)
+        generator = sampling.rng(idx.device, idx.size(0))
         for _ in range(max_new_tokens):
             logits, _ = self(idx[:, -self.config.block_size :])
             token = next_token(logits[:, -1, :], sampling, generator)

@@ -68,7 +68,8 @@ class Sampling:
             (values above vocab_size keep every token).
         top_p: None (off) or a number in (0, 1]: nucleus sampling (1 keeps every token).
         seed: None, or an integer in [-2**63, 2**64 - 1]: each generation then draws
-            with a new torch generator seeded with it, on the model's device.
+            with new torch generators on the model's device, one per sequence of the
+            batch (`sample_seed`), so sequence i is the same whatever the batch size.
         generator: None, or a torch.Generator on the model's device, which every
             generation draws from in turn. Not together with ``seed``; with neither,
             torch's default generator is used.
@@ -109,12 +110,28 @@ class Sampling:
         if problems:
             raise SamplingArgumentError(problems)
 
-    def rng(self, device: torch.device | str) -> torch.Generator | None:
-        """The generator one generation draws with: ``generator`` itself, a new one on
-        ``device`` seeded with ``seed``, or None (torch's default generator)."""
+    def rng(
+        self, device: torch.device | str, rows: int = 1
+    ) -> torch.Generator | list[torch.Generator] | None:
+        """What one generation of ``rows`` sequences draws with: ``generator`` itself
+        (shared by the rows, in turn), with ``seed`` one new generator per row on
+        ``device`` (row i seeded with `sample_seed` (seed, i)), or None (torch's
+        default generator)."""
         if self.seed is not None:
-            return make_generator(self.seed, device)
+            return [make_generator(sample_seed(self.seed, i), device) for i in range(rows)]
         return self.generator
+
+
+# Row i of a batch is seeded with seed + i x this (mod 2**64): 2**64 over the golden
+# ratio, odd, so the rows of nearby seeds (7's row 1, 8's row 0) never share a seed.
+SAMPLE_SEED_STRIDE = 0x9E3779B97F4A7C15
+
+
+def sample_seed(seed: int, row: int) -> int:
+    """The seed of sequence ``row`` (0-based) of a batch sampled with ``seed``: ``seed``
+    itself for row 0 (one sample of a seed is what it always was), else seed + row x
+    SAMPLE_SEED_STRIDE modulo 2**64."""
+    return seed if row == 0 else (seed + row * SAMPLE_SEED_STRIDE) % 2**64
 
 
 def check_max_new_tokens(max_new_tokens) -> None:
@@ -188,7 +205,9 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def next_token(
-    logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None = None
+    logits: torch.Tensor,
+    sampling: Sampling,
+    generator: torch.Generator | list[torch.Generator] | None = None,
 ) -> torch.Tensor:
     """Pick the next token for each sequence from its last-position logits.
 
@@ -198,8 +217,8 @@ def next_token(
     Args:
         logits: (B, vocab_size) unnormalised log-probabilities.
         sampling: the settings; temperature 0 is greedy (argmax, no RNG use).
-        generator: the torch RNG of this generation (`Sampling.rng`), or None for
-            torch's default one.
+        generator: the torch RNG of this generation (`Sampling.rng`): one for the
+            batch, a list of one per row, or None for torch's default one.
 
     Returns:
         (B, 1) int64 token ids, on the logits' device. Nothing is read back to the
@@ -223,8 +242,13 @@ def next_token(
     return draw(probs, generator)
 
 
-def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def draw(
+    probs: torch.Tensor, generator: torch.Generator | list[torch.Generator] | None = None
+) -> torch.Tensor:
     """One draw per row of (B, vocab_size) probabilities -> (B, 1) int64 ids.
+
+    ``generator``: one torch generator for the whole batch, a list of B (row i draws
+    from the i-th alone, so its draws do not depend on the other rows), or None.
 
     argmax(p_i / E_i) with E_i ~ Exponential(1) independent picks i with probability
     p_i (the exponential race; the Gumbel-max trick with exp applied). It is the
@@ -235,7 +259,15 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
     be drawn, even where the race holds 0 or -0.0 (some devices' generators can
     return 0, and 0 / 0 = NaN would win the argmax).
     """
-    race = torch.empty_like(probs).exponential_(1, generator=generator)
+    if isinstance(generator, list):
+        race = torch.stack(
+            [
+                torch.empty_like(row).exponential_(1, generator=g)
+                for row, g in zip(probs, generator, strict=True)
+            ]
+        )
+    else:
+        race = torch.empty_like(probs).exponential_(1, generator=generator)
     # p / |E| >= 0 for every token that can be drawn (+inf where E is 0); -1 below them.
     scores = torch.where(probs > 0, probs / race.abs(), -1.0)
     return scores.argmax(dim=-1, keepdim=True)

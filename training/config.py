@@ -227,6 +227,16 @@ def parse_text(text: str, nullable: bool):
     return text
 
 
+def _slip_hint(arg: str) -> str:
+    """What an argument without '=' was probably meant as: a recipe given without
+    --config, or a key whose value was typed after a space."""
+    if arg.lower().endswith((".yaml", ".yml")):
+        return f"; did you mean --config {arg}?"
+    if arg.strip() in all_keys():
+        return f"; write {arg.strip()}=VALUE, with no space around '='"
+    return ""
+
+
 def parse_override(arg: str) -> tuple[str, typing.Any]:
     """'train.max_iters=100' -> ('train.max_iters', 100); see `parse_value`, and for a
     text key (out_dir, data.path, train.sample_prompt, ...) `parse_text`.
@@ -235,7 +245,7 @@ def parse_override(arg: str) -> tuple[str, typing.Any]:
         ConfigError: if the argument has no '='.
     """
     if "=" not in arg:
-        raise ConfigError(f"override {arg!r} must look like section.key=value")
+        raise ConfigError(f"override {arg!r} must look like section.key=value{_slip_hint(arg)}")
     key, text = arg.split("=", 1)
     key = key.strip()
     if _is_text(key):
@@ -331,6 +341,14 @@ def _field_problem(key: str, value, rules: dict) -> str | None:
     return None
 
 
+def suggested_width(m) -> int:
+    """The n_embd nearest to ``m.n_embd`` that every rule on the width in force
+    accepts: a multiple of n_head, and with position=rope of 2 x n_head (an even head
+    size); so a hint never leads into the next refusal (``m``: GPTConfig, n_head > 0)."""
+    step = m.n_head * (2 if m.position == "rope" else 1)
+    return step * max(1, round(m.n_embd / step))
+
+
 def relations(cfg: RunConfig) -> list[str]:
     """Rules between keys, checked once each key is within its own bounds."""
     problems = []
@@ -338,12 +356,12 @@ def relations(cfg: RunConfig) -> list[str]:
     if m.n_head > 0 and m.n_embd % m.n_head:
         problems.append(
             f"model.n_embd ({m.n_embd}) must be divisible by model.n_head ({m.n_head}); "
-            f"for example n_embd={m.n_head * max(1, round(m.n_embd / m.n_head))}"
+            f"for example n_embd={suggested_width(m)}"
         )
-    if m.position == "rope" and m.n_head > 0 and (m.n_embd // m.n_head) % 2:
+    elif m.position == "rope" and m.n_head > 0 and (m.n_embd // m.n_head) % 2:
         problems.append(
             f"model.position=rope needs an even head size, but n_embd / n_head = "
-            f"{m.n_embd // m.n_head}"
+            f"{m.n_embd // m.n_head}; for example n_embd={suggested_width(m)}"
         )
     if 0 < d.val_fraction < 1 and not 0 <= d.test_fraction < 1 - d.val_fraction:
         problems.append(

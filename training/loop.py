@@ -46,7 +46,7 @@ from training.distributed import init_distributed, shutdown_distributed, wrap_fo
 from training.evaluate import Evaluator, WholeSplitStopped
 from training.optim import WeightAverage, build_optimizer
 from training.precision import SkippedSteps, loss_scaling_state, resolve_precision
-from training.report import Reporter, RunStart, TrainResult, start_lines
+from training.report import Reporter, RunStart, TrainResult, start_lines, steps
 from training.resume import Resume
 from training.run_folder import RunFolder
 from training.run_writer import TensorBoardViews, hparams_resume_note, tensorboard_line
@@ -162,7 +162,10 @@ class Trainer:
         tc, result, report = self.cfg.train, self.result, self.report
         start = result.iter_num
         if start >= tc.max_iters:
-            report.say(f"nothing to do: the run already has {start} steps (train.max_iters)")
+            report.say(
+                f"nothing to do: the run already has {steps(start)} (train.max_iters="
+                f"{tc.max_iters}); give a larger train.max_iters to train on"
+            )
             return result
         if self.dist.is_main:
             self.folder.start(self.given_cfg.to_dict())  # config.yaml

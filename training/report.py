@@ -38,6 +38,7 @@ time.
 
 import contextlib
 import math
+import shlex
 import statistics
 import sys
 import time
@@ -54,6 +55,7 @@ from model.scoring import nats_to_bits
 from training.config import RunConfig
 from training.distributed import DistContext, NonFiniteWatch, StopRequest, all_reduce
 from training.precision import SkippedSteps
+from training.run_folder import training_command
 from training.run_writer import RunWriter, TensorBoardViews
 
 # In the order the split is printed and logged (TensorBoard: wall_time/<part>_seconds).
@@ -66,6 +68,11 @@ def plain_warnings() -> None:
     """Show Python warnings (a prompt replaced, a font missing) as one plain line,
     ``warning: ...``, instead of a source file path and the source line."""
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
+
+
+def steps(n: int) -> str:
+    """``n`` optimizer steps in words: "1 step", "2,000 steps"."""
+    return f"{n:,} step" + ("" if n == 1 else "s")
 
 
 def _duration(seconds: float) -> str:
@@ -165,17 +172,18 @@ class Console:
         )
 
     def interrupted(self, step: int, checkpoint) -> None:
-        """The line of a run stopped by Ctrl-C or SIGTERM, its checkpoint written."""
-        self.say(
-            f"interrupted at step {step}; checkpoint saved to {checkpoint}. Resume with the "
-            "same command plus train.resume=true"
-        )
+        """The lines of a run stopped by Ctrl-C or SIGTERM, its checkpoint written: the
+        command that resumes it, to copy (`training.run_folder.training_command`: the
+        run's config.yaml, which holds every setting it was given)."""
+        command = training_command(Path(checkpoint).parent, "train.resume=true")
+        self.say(f"interrupted at step {step}; checkpoint saved to {checkpoint}. Resume with:")
+        self.say(f"  {command}")
 
     def whole_split_stopped(self, out_dir) -> None:
         """The line of a final whole-split score cut short by Ctrl-C."""
         self.say(
             "whole-split evaluation stopped; the checkpoint is saved: "
-            f"python evaluate.py --out-dir {out_dir} gives it"
+            f"python evaluate.py --out-dir {shlex.quote(str(out_dir))} gives it"
         )
 
     def close(self) -> None:
@@ -593,6 +601,7 @@ class Reporter:
         """Report the final score of the whole validation split (``n_chars``
         characters; ``loss`` in nats/char, ``how`` it was obtained): kept in the result,
         logged (val/full_loss) and said; ``loss`` None: its scoring was stopped."""
+        self.console.close()  # the bar stays above the closing lines, not below them
         if loss is None:
             self.console.whole_split_stopped(self.out_dir)
             return
@@ -608,6 +617,7 @@ class Reporter:
         self.stop.saving = True
         with self.part("checkpoints"):
             yield
+        self.console.close()  # the bar stays above the closing lines, not below them
         self.console.interrupted(self.result.iter_num, self.out_dir / CKPT_NAME)
 
     def time_split(self) -> dict[str, float]:
@@ -619,6 +629,7 @@ class Reporter:
         """The run's last word: its time split, kept in the result, logged (wall_time/...) and
         said in one line."""
         self.clock.switch("other")
+        self.console.close()  # the bar stays above the closing lines, not below them
         if self.skipped_steps is not None:
             self.result.skipped_steps = self.skipped_steps.total()
         split = self.result.time_split = self.time_split()

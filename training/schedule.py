@@ -195,8 +195,8 @@ def schedule_notices(cfg) -> list[str]:
         # ema_start + 1 keep decay ** (later folds) of the final average, which
         # matters where that step lies well before the end.
         share = cfg.ema_decay ** (cfg.max_iters - cfg.ema_start - 1)
-        long_before = cfg.max_iters - cfg.ema_start > cfg.max_iters * EARLY_SHARE_NOTED
-        if share >= EARLY_SHARE_NOTED and long_before:
+        long_before = cfg.max_iters - cfg.ema_start > cfg.max_iters / 10
+        if share >= DOMINANT_SHARE and long_before:
             notes.append(
                 f"note: train.ema_decay={cfg.ema_decay:g} averages over about "
                 f"{1 / (1 - cfg.ema_decay):.0f} steps, but {cfg.max_iters - cfg.ema_start} "
@@ -208,8 +208,9 @@ def schedule_notices(cfg) -> list[str]:
 
 
 # The share of the first averaged weights in the final average that a note points out
-# (where they come from further than this share of the run before its end).
-EARLY_SHARE_NOTED = 0.1
+# (where they come from more than a tenth of the run before its end): the average is
+# then more the weights of that step than of all later ones.
+DOMINANT_SHARE = 0.5
 
 
 # A decay that falls this many times faster than the warmup rose is noted as a cliff.

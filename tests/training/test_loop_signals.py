@@ -45,7 +45,8 @@ def test_interrupted_run_resumes_exactly(full_run, tmp_path, shakespeare_path, s
     trainer.sampler.next_batch = SignalAt(trainer.sampler.next_batch, at=4, sig=sig)
     first = trainer.run()
     assert first.interrupted and first.iter_num == 4  # the step in progress completes
-    assert "Resume with the same command plus train.resume=true" in capsys.readouterr().out
+    command = f"python train.py --config {tmp_path / 'run' / 'config.yaml'} train.resume=true"
+    assert f"Resume with:\n  {command}\n" in capsys.readouterr().out
     assert load_checkpoint(tmp_path / "run" / "ckpt.pt")["iter_num"] == 4
     resumed_cfg = tiny_overrides(
         tmp_path, shakespeare_path, **RESUME, **{"train.max_iters": 10, "train.resume": True}

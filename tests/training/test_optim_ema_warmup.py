@@ -88,3 +88,5 @@ def test_a_start_that_leaves_too_few_steps_for_the_decay_is_said():
     ]
     recipe = TrainConfig(max_iters=2200, lr_decay_iters=2200, ema_decay=0.99, ema_start=1800)
     assert not [n for n in schedule_notices(recipe) if "ema_decay" in n]  # 0.99^399: 2%
+    korean = TrainConfig(max_iters=300, lr_decay_iters=300, ema_decay=0.99, ema_start=200)
+    assert not [n for n in schedule_notices(korean) if "ema_decay" in n]  # 37%: not most
