@@ -27,7 +27,7 @@ from data.normalization import normalize_text, safe_cut
 from data.sources import CorpusSources, SourceFile, shown, unreadable
 
 # Per read and per piece: bounds memory and amortises numpy calls; a piece this size
-# stays in the CPU caches (docs/experiments.md compares piece sizes).
+# stays in the CPU caches (dev/experiments.md compares piece sizes).
 DEFAULT_CHUNK_BYTES = 1 << 20
 BOM = "\ufeff"
 COUNTING_REPLACE = "mini-gpt-counting-replace"

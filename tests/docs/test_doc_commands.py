@@ -1,4 +1,4 @@
-"""Every command in README.md, README.ko.md and docs/ that runs one of the project's
+"""Every command in README.md, README.ko.md, docs/ and dev/ that runs one of the project's
 scripts parses: the script exists, it accepts the flags, and train.py's config file and
 ``section.key=value`` overrides load (as do bench scripts' ``--set`` / ``--recipe-set``).
 
@@ -27,6 +27,7 @@ SCRIPTS = {"train.py", "sample.py", "evaluate.py", "explore_attention.py", "plot
 SCRIPTS |= {f"bench/{p.name}" for p in (ROOT / "bench").glob("*.py")}
 SCRIPTS |= {"export.py"}
 DOCUMENTS = [ROOT / "README.md", ROOT / "README.ko.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS += sorted((ROOT / "dev").glob("*.md"))  # the experiments and the development log
 PLACEHOLDER = re.compile(r"\.\.\.|\[|\bFILE\b|\bDIR\b|<[a-z_ ]+>")
 # A line that first changes into another folder (`(cd ../old && python ...)`) runs that
 # checkout's scripts, e.g. an older commit's for a comparison: not this one's to parse.
