@@ -155,7 +155,8 @@ def score_split(
     rows = rows_per_forward(batch_size, train.get("batch_size", TRAIN_BATCH_SIZE), T, vocab)
     windows = EvaluationWindows(ids, T, id_map=id_map)  # every character after the first
     with tqdm(total=len(windows), unit="window", disable=not progress) as bar:
-        loss = mean_windows_loss(model, windows, rows, device, autocast, bar.update)
+        batches = windows.batches(rows)
+        loss = mean_windows_loss(model, batches, device, autocast, bar.update)
     dtype_name = str(dtype).removeprefix("torch.")
     run_dtype = train.get("dtype")
     return SplitScore(

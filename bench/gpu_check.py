@@ -195,7 +195,8 @@ def device_test_files() -> list[str]:
 
 
 def has_xdist() -> bool:
-    """Whether pytest-xdist is installed (requirements.txt does not need it)."""
+    """Whether pytest-xdist is installed (requirements.txt pins it: pyproject.toml's
+    addopts run the suite with ``-n auto``)."""
     try:
         import xdist  # noqa: F401
     except ImportError:
@@ -226,7 +227,9 @@ def step_tests(check: Check, limit_s: float) -> StepResult:
     else:  # one pytest process per file, `workers` at a time, stopped within the limit
         budget = max(1.0, limit_s - 25)  # ends before run_timed's SIGTERM (15 s before)
         cmd = [sys.executable, "bench/parallel_tests.py", "--workers", str(workers)]
-        cmd += ["--budget", f"{budget:.0f}", *items, "--", *pytest_args]
+        # -n 0: one test at a time in each process, whatever pyproject's addopts say.
+        no_workers = ["-n", "0"] if has_xdist() else []
+        cmd += ["--budget", f"{budget:.0f}", *items, "--", *pytest_args, *no_workers]
         title += f", {workers} pytest processes at a time"
     finished = check.run(title, cmd, limit_s, env=env)
     counts = pytest_counts(finished.stdout)

@@ -32,12 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from common.signals import signals_raise
 from data.decoding import DEFAULT_CHUNK_BYTES, CorpusText
 from data.errors import CorpusError
 from data.escapes import unescape
 from data.prepare import PROGRESS_MIN_BYTES, bytes_bar, prepare_tokens
 from data.sources import find_sources, shown, unreadable
-from data.staging import remove_stale, signals_raise, staging_folder
+from data.staging import CACHE_ENTRY_CLEANUP, remove_stale, staging_folder
 from data.tokenizer import CharTokenizer
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -426,7 +427,7 @@ def _atomic_write_bytes(path: Path, raw: bytes) -> None:
     temporary file is removed if the write fails or is interrupted."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with signals_raise():
+        with signals_raise(CACHE_ENTRY_CLEANUP):
             tmp.write_bytes(raw)
             os.replace(tmp, path)
     finally:

@@ -1,57 +1,18 @@
-"""The `data:` section of a run config (which text, and how it is read and split), and
-`setting`, the config field with its rules beside it that every section is made of.
+"""The `data:` section of a run config: which text, and how it is read and split.
 
 DataConfig's keys are `data.prepare_corpus`'s arguments, by name. A run's checkpoint
 stores the section (in its ``config``), and evaluate.py prepares the corpus from it as
-the run did. `setting` lives here, at the bottom of the imports, so that the model's
-section (`model.config.GPTConfig`) and the trainer's (`training.settings`) can use it
-too; `training.config` checks the rules when a run starts.
+the run did. Each field is a `common.setting.setting`, its rules beside it;
+`training.config` checks them when a run starts.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
+from common.setting import setting
 from data.corpus import DEFAULT_CACHE_DIR, DEFAULT_CORPUS_PATH
 from data.normalization import Normalization
 from data.sources import shown
-
-
-def setting(
-    default,
-    doc: str,
-    *,
-    bounds: str | None = None,
-    note: str | None = None,
-    check=None,
-    hyperparameter: bool = True,
-    resume_may_change: bool = False,
-):
-    """A config field with its rules beside it, kept in ``field(metadata=...)``; the run
-    config's validator and the README's table read them (`training.config`).
-
-    Args:
-        default: the value when nothing sets it.
-        doc: what the key means (the README's configuration table).
-        bounds: the values allowed, as an interval (``"[0, 1)"``, ``"(0, 1]"``) or one
-            bound (``"> 0"``, ``">= 0"``); null, where the type allows it, is never out.
-        note: said in parentheses after the bounds when a value is out of them,
-            e.g. ``"0 = off"``.
-        check: a rule no bound states: a function of the value that returns the problem
-            (the text after the key name) or None.
-        hyperparameter: False for a setting of where or how to run, not of the
-            experiment; it is left out of TensorBoard's HParams table.
-        resume_may_change: True for a setting a resumed run may change without a note.
-    """
-    rules = {
-        "doc": doc,
-        "bounds": bounds,
-        "note": note,
-        "check": check,
-        "hyperparameter": hyperparameter,
-        "resume_may_change": resume_may_change,
-    }
-    return field(default=default, metadata=rules)
-
 
 # The choices of data.decode_errors; the validator reads the allowed values from it.
 DecodeErrors = Literal["strict", "replace"]

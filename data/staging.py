@@ -8,9 +8,9 @@ away however the preparation ends:
 - an error or Ctrl-C (KeyboardInterrupt): removed on the way out;
 - SIGTERM or SIGHUP (``kill``, ``docker stop``, a scheduler's pre-emption, a closed
   terminal): their default action ends the process at once, with no Python cleanup,
-  so while a folder is held they raise `Terminated` (a SystemExit with status 128 +
-  the signal number, the shell's convention) instead; the folder is removed, the code
-  above cleans up in turn, and the process exits with that status;
+  so while a folder is held they raise `common.signals.Terminated` (a SystemExit with
+  status 128 + the signal number, the shell's convention) instead; the folder is
+  removed, the code above cleans up in turn, and the process exits with that status;
 - SIGKILL, a crash or a power cut: nothing can run, so the next preparation in the
   same cache removes it (`remove_stale`). Each folder's owner holds an advisory lock
   (``flock``) on ``.tmp-<random>.lock`` beside it from before the folder exists until
@@ -24,11 +24,10 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from common.signals import signals_raise
 
 try:
     import fcntl
@@ -37,23 +36,8 @@ except ImportError:  # Windows: no advisory locks
 
 PREFIX = ".tmp-"
 LOCK_SUFFIX = ".lock"
-# Signals whose default action ends the process without unwinding Python's stack.
-TERMINATING_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
-
-
-class Terminated(SystemExit):
-    """Raised by SIGTERM or SIGHUP while a temporary folder is held, so that it and
-    whatever the code above holds are cleaned up; exits with status 128 + signum.
-
-    Attributes:
-        signum: the signal received.
-    """
-
-    def __init__(self, signum: int):
-        super().__init__(128 + signum)
-        self.signum = signum
+# What the line printed at SIGTERM or SIGHUP says is being done.
+CACHE_ENTRY_CLEANUP = "removing the unfinished cache entry"
 
 
 @contextlib.contextmanager
@@ -65,7 +49,7 @@ def staging_folder(cache_dir: Path) -> Iterator[Path]:
     Raises:
         OSError: if the folder cannot be created.
     """
-    with signals_raise():
+    with signals_raise(CACHE_ENTRY_CLEANUP):
         lock_path, lock_fd = _new_lock(cache_dir)
         folder = lock_path.with_name(lock_path.name.removesuffix(LOCK_SUFFIX))
         try:
@@ -141,34 +125,3 @@ def _try_lock(fd: int) -> bool:
     except OSError:
         return False
     return True
-
-
-CACHE_ENTRY_CLEANUP = "removing the unfinished cache entry"
-
-
-def _terminated_raiser(cleanup: str):
-    def raise_terminated(signum, frame) -> None:
-        name = signal.Signals(signum).name
-        print(f"\n{name}: stopping; {cleanup}", file=sys.stderr, flush=True)
-        raise Terminated(signum)
-
-    return raise_terminated
-
-
-@contextlib.contextmanager
-def signals_raise(cleanup: str = CACHE_ENTRY_CLEANUP) -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise `Terminated` where they would end
-    the process (their handler is the default one, in the main thread: a handler of
-    the caller's, or an ignored signal, is left as it is), so that the block's own
-    cleanup (``finally``) runs. ``cleanup``: what the line printed at the signal says
-    is being done (``SIGTERM: stopping; <cleanup>``)."""
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in TERMINATING_SIGNALS:
-            if signal.getsignal(signum) == signal.SIG_DFL:
-                previous[signum] = signal.signal(signum, _terminated_raiser(cleanup))
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from data.staging import signals_raise
+from common.signals import signals_raise
 from hf_export.errors import ExportError
 
 # What an export writes (tokenizer and generation files included); an --overwrite
@@ -64,7 +64,7 @@ def write_atomically(target: Path, overwrite: bool, write: Callable[[Path], None
         ExportError: from `check_target`, before anything is written.
         Exception: whatever ``write`` raises; the temporary folder is removed and
             target is untouched.
-        data.staging.Terminated: on SIGTERM or SIGHUP, likewise.
+        common.signals.Terminated: on SIGTERM or SIGHUP, likewise.
     """
     target = Path(target)
     check_target(target, overwrite)

@@ -5,7 +5,7 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from data.settings import setting
+from common.setting import setting
 
 # The architecture choices; the run config's validator reads the allowed values from
 # these types, so each is spelled here only.

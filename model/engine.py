@@ -309,7 +309,7 @@ def generate_stream(
     stay on the device: reading each one back (``.tolist()``) waits for the device
     every token, which `read_in_chunks` avoids. While the sequence fits in block_size
     (prompt + new tokens <= block_size + 1), the tokens are those of the uncached
-    reference `GPT.generate` with the same generator.
+    reference (`GPT.generate`, `GPT.uncached_stream`) with the same generator.
 
     Args:
         model: a `model.GPT`.

@@ -537,15 +537,16 @@ class GPT(nn.Module):
             ValueError: for an empty prompt; both before any model work.
         """
         sampling = Sampling(temperature, top_k, top_p, generator=generator)
-        return torch.cat([idx, *self.generate_stream(idx, max_new_tokens, sampling)], dim=1)
+        return torch.cat([idx, *self.uncached_stream(idx, max_new_tokens, sampling)], dim=1)
 
-    def generate_stream(
+    def uncached_stream(
         self, idx: torch.Tensor, max_new_tokens: int, sampling: Sampling | None = None
     ) -> Iterator[torch.Tensor]:
         """`generate`'s new tokens as (B, 1) ids, one step at a time, with ``sampling``
-        (None: `Sampling()`, temperature 1 over every token). The arguments are checked
-        now, as `generate` checks them; the model runs as the iterator is consumed, and
-        stopping early costs nothing more."""
+        (None: `Sampling()`, temperature 1 over every token): the uncached reference
+        that the KV-cache decoding of `model.engine.generate_stream` is tested against.
+        The arguments are checked now, as `generate` checks them; the model runs as the
+        iterator is consumed, and stopping early costs nothing more."""
         check_prompt(idx, max_new_tokens)
         return self._uncached_tokens(idx, max_new_tokens, sampling or Sampling())
 
@@ -553,7 +554,7 @@ class GPT(nn.Module):
     def _uncached_tokens(
         self, idx: torch.Tensor, max_new_tokens: int, sampling: Sampling
     ) -> Iterator[torch.Tensor]:
-        """The loop of `generate_stream`: (B, 1) ids, one forward pass each."""
+        """The loop of `uncached_stream`: (B, 1) ids, one forward pass each."""
         generator = sampling.rng(idx.device, idx.size(0))
         for _ in range(max_new_tokens):
             logits, _ = self(idx[:, -self.config.block_size :])

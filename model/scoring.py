@@ -1,22 +1,22 @@
 """Scoring a model: its next-character loss over fixed windows, in nats and bits.
 
 The loss of a window is the cross-entropy of the model's prediction at each position
-against the next character, summed over the targets that are not -1 (those
-`data.batches.EvaluationWindows` has already counted). Windows are summed one forward
-pass at a time and the sum is divided by the count once, so the number does not
-depend on how many windows a forward pass takes. Training's periodic and whole-split
-evaluations (`training.evaluate`, which adds the data-parallel sum) and evaluate.py
-score with these functions; all losses are in nats per character (bits: nats / ln 2).
+against the next character, summed over the targets that are not -1 (those the
+windows' reader has already counted, e.g. `data.batches.EvaluationWindows`). Any
+iterable of (x, y) batches of windows will do: scoring needs nothing of data/.
+Windows are summed one forward pass at a time and the sum is divided by the count
+once, so the number does not depend on how many windows a forward pass takes.
+Training's periodic and whole-split evaluations (`training.evaluate`, which adds the
+data-parallel sum) and evaluate.py score with these functions; all losses are in nats
+per character (bits: nats / ln 2).
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from data.batches import EvaluationWindows
 
 # Evaluation logits of up to this many elements (64 MB in float32) are never split:
 # those of an alphabet's or Hangul's few thousand characters are not larger, and their
@@ -95,18 +95,18 @@ def summed_loss(
 
 def windows_loss(
     model: nn.Module,
-    windows: EvaluationWindows,
-    batch_size: int,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
     device: torch.device,
     autocast=None,
-    rank: int = 0,
-    world_size: int = 1,
     on_windows: Callable[[int], None] | None = None,
 ) -> tuple[torch.Tensor, int]:
-    """`summed_loss` over fixed evaluation windows, read batch_size windows at a time
-    (windows rank, rank + world_size, ...), so that no split is held in memory.
+    """`summed_loss` over batches of fixed evaluation windows, one forward pass a batch,
+    so that no split need be held in memory.
 
     Args:
+        model, device, autocast: see `summed_loss`.
+        batches: (x, y) pairs of (b, T) int64 windows and targets (-1: not counted),
+            e.g. ``EvaluationWindows(ids, T).batches(batch_size, rank, world_size)``.
         on_windows: called with the number of windows after each batch (a progress bar).
 
     Returns:
@@ -115,8 +115,8 @@ def windows_loss(
     """
     total = torch.zeros((), dtype=torch.float64, device=device)
     count = 0
-    for x, y in windows.batches(batch_size, rank, world_size):
-        batch_total, batch_count = summed_loss(model, x, y, batch_size, device, autocast)
+    for x, y in batches:
+        batch_total, batch_count = summed_loss(model, x, y, len(x), device, autocast)
         total += batch_total
         count += batch_count
         if on_windows is not None:
@@ -126,8 +126,7 @@ def windows_loss(
 
 def mean_windows_loss(
     model: nn.Module,
-    windows: EvaluationWindows,
-    batch_size: int,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
     device: torch.device,
     autocast=None,
     on_windows: Callable[[int], None] | None = None,
@@ -137,10 +136,10 @@ def mean_windows_loss(
     as `training.evaluate.Evaluator.mean_loss` divides the data-parallel sums).
 
     Args:
-        model, batch_size, device, autocast: see `summed_loss`.
-        windows: e.g. ``EvaluationWindows(ids, block_size)``: every character of a
-            split after its first.
+        model, device, autocast: see `summed_loss`.
+        batches: see `windows_loss`; e.g. ``EvaluationWindows(ids, T).batches(rows)``:
+            every character of a split after its first.
         on_windows: called with the number of windows after each batch (a progress bar).
     """
-    total, count = windows_loss(model, windows, batch_size, device, autocast, 0, 1, on_windows)
+    total, count = windows_loss(model, batches, device, autocast, on_windows)
     return (total / count).item()

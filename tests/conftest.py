@@ -15,7 +15,9 @@ torch.compile's on-disk caches (Inductor's FX graphs, AOTAutograd's, Triton's ke
 go to a directory of this test session's, removed at its end, unless
 TORCHINDUCTOR_CACHE_DIR is set: the tests neither reuse nor add to the caches of the
 user's own runs (in /tmp/torchinductor_<user> by default), so each session compiles
-as a clean checkout's CI does.
+as a clean checkout's CI does. The suite runs in pytest-xdist workers (pyproject.toml's
+addopts: -n auto; -n 0 for one process): they inherit the directory from the process
+that starts them, so they share it, and that process removes it.
 """
 
 import os

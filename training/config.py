@@ -286,7 +286,7 @@ def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
 
 def config_fields() -> dict[str, dataclasses.Field]:
     """Every settable dotted key with its dataclass field, whose metadata holds the
-    key's rules (`data.settings.setting`), in the README table's order."""
+    key's rules (`common.setting.setting`), in the README table's order."""
     fields = {f.name: f for f in dataclasses.fields(RunConfig) if f.name not in SECTIONS}
     for section, cls in SECTIONS.items():
         fields.update({f"{section}.{f.name}": f for f in dataclasses.fields(cls)})

@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from data.staging import Terminated
+from common.signals import Terminated
 from model import device as model_device
 from training.config import ConfigError
 
@@ -200,7 +200,7 @@ class StopRequest:
     While ``at_once`` is True (the run's first step, which compiles with
     train.compile: minutes, where `docker stop` waits 10 s), there is nothing to save
     yet that the run does not have already: a signal stops the run at once, Ctrl-C as
-    KeyboardInterrupt and the others as `data.staging.Terminated` (exit status 128 +
+    KeyboardInterrupt and the others as `common.signals.Terminated` (exit status 128 +
     the signal), and the run's cleanup leaves a new run's folder empty
     (`training.run_folder`).
 

@@ -126,9 +126,8 @@ class Evaluator:
                 batch (a progress bar).
         """
         rank, world = self.dist.rank, self.dist.world_size
-        total, count = windows_loss(
-            model, windows, self.batch_size, self.device, self.autocast, rank, world, on_windows
-        )
+        batches = windows.batches(self.batch_size, rank, world)
+        total, count = windows_loss(model, batches, self.device, self.autocast, on_windows)
         totals = torch.stack([total, torch.tensor(count, dtype=total.dtype, device=self.device)])
         all_reduce(totals, self.dist)
         return (totals[0] / totals[1]).item()

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from common.signals import signals_raise
 from data import BatchSampler, Corpus, prepare_corpus
-from data.staging import signals_raise
 from model import GPT, GPTConfig
 from model.checkpoint import BEST_NAME, CKPT_NAME, save_checkpoint
 from training.checkpoint import (
@@ -363,7 +363,7 @@ def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
     returns with ``interrupted=True``. Before training begins (preparing the corpus,
     building the model, loading a checkpoint), they stop the run at once, and a new
     run leaves nothing behind (`training.run_folder`): KeyboardInterrupt for Ctrl-C,
-    `data.staging.Terminated` (a SystemExit with status 128 + the signal number) for
+    `common.signals.Terminated` (a SystemExit with status 128 + the signal number) for
     SIGTERM and SIGHUP, whose default action would end the process with no cleanup.
 
     The run ends with a line splitting its wall time (compiling, steps, evaluation,
@@ -377,7 +377,7 @@ def train(cfg: RunConfig, clock=time.perf_counter) -> TrainResult:
         ConfigError, data.CorpusError, model.checkpoint.CheckpointError: bad input,
             before any training (see `Trainer`).
         NonFiniteLossError: if the loss becomes NaN or infinite.
-        data.staging.Terminated: on SIGTERM or SIGHUP before training begins.
+        common.signals.Terminated: on SIGTERM or SIGHUP before training begins.
     """
     trainer, finished = None, False
     try:

@@ -2,7 +2,7 @@
 section (train; the data section is `data.settings.DataConfig`, the model's
 `model.config.GPTConfig`: evaluate.py reads those two without the trainer).
 
-Each field carries its rules beside it (`data.settings.setting`): its meaning, the
+Each field carries its rules beside it (`common.setting.setting`): its meaning, the
 values allowed (its type, its choices as a ``Literal``, its ``bounds``) and whether it
 is a hyperparameter. `training.config` validates a config by reading them (relations
 between keys, such as n_embd divisible by n_head, are in its `relations`), and
@@ -15,7 +15,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from data.settings import DataConfig, setting
+from common.setting import setting
+from data.settings import DataConfig
 from model.config import GPTConfig
 from model.scoring import EVAL_BATCH_SIZE, TRAIN_BATCH_SIZE
 

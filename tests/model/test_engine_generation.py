@@ -194,7 +194,7 @@ def test_stream_yields_the_steps_of_generate(model):
     steps[0][0, 0] = 0  # ordinary tensors, not read-only inference tensors
     assert generate(model, prompt, 0).shape == (2, 2)
     # The uncached reference streams its tokens the same way (inside block_size).
-    reference = model.generate_stream(prompt, BLOCK - 1, Sampling(generator=on_device(5)))
+    reference = model.uncached_stream(prompt, BLOCK - 1, Sampling(generator=on_device(5)))
     assert torch.equal(torch.cat([prompt, *reference], 1), whole[:, : 1 + BLOCK])
 
 
@@ -234,7 +234,7 @@ def test_bad_arguments_are_named_before_any_model_work(monkeypatch, kwargs, mess
     with pytest.raises(ValueError, match=message):
         generate_stream(model, prompt, new, Sampling(**args))
     with pytest.raises(ValueError, match=message):
-        model.generate_stream(prompt, new, Sampling(**args))
+        model.uncached_stream(prompt, new, Sampling(**args))
 
 
 def test_every_bad_setting_is_named_at_once():

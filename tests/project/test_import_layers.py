@@ -1,7 +1,10 @@
 """Imports only point down, and none goes round a circle.
 
-The layers, bottom to top: data/ (the corpus and its settings), model/ (the network;
-it may read data/), viz/ (pictures of a model; nothing of training/), training/, then
+The layers, bottom to top: common/ (what every layer shares: `setting`, the stop
+signals; nothing of the project), data/ (the corpus and its settings), model/ (the
+network; of data/ it reads the tokenizer alone, from model/checkpoint.py, so that the
+network lifts out without the corpus pipeline), viz/ (pictures of a model; nothing of
+training/), training/, then
 cli/ and hf_export/ (the commands' helpers), the entry points (train.py, sample.py,
 ...) and, on top, bench/, tests/ and docs/. A module may import from its own package
 or from a layer below. Every ``import`` counts, those inside functions too: a lazy
@@ -17,7 +20,7 @@ from tests.conftest import ROOT
 
 # Rank of each top-level package or folder; the entry points (top-level .py files)
 # rank ENTRY_POINTS.
-LAYERS = {"data": 0, "model": 1, "viz": 2, "training": 3, "cli": 4, "hf_export": 4}
+LAYERS = {"common": -1, "data": 0, "model": 1, "viz": 2, "training": 3, "cli": 4, "hf_export": 4}
 ENTRY_POINTS = 5
 TOOLS = {"bench": 6, "tests": 6, "docs": 6}  # folders of scripts, on sys.path themselves
 
@@ -164,6 +167,44 @@ def test_no_import_runs_back_up_a_layer():
     graph = import_graph(ROOT)
     assert "training.loop" in graph and "data.settings" in graph  # the project was read
     assert upward_imports(graph) == []
+
+
+# The only imports of data/ that model/ makes: a checkpoint holds the tokenizer's
+# vocabulary, and model/checkpoint.py rebuilds the CharTokenizer from it.
+MODEL_READS_OF_DATA = ["model.checkpoint -> data.tokenizer"]
+
+
+def reads_of(graph: dict[str, set[str]], reader: str, package: str) -> list[str]:
+    """'a -> b' for every import of a module of ``package`` by a module of ``reader``."""
+    return [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph.items())
+        if module.split(".")[0] == reader
+        for target in sorted(targets)
+        if target.split(".")[0] == package
+    ]
+
+
+def test_the_network_reads_only_the_tokenizer_of_data():
+    assert reads_of(import_graph(ROOT), "model", "data") == MODEL_READS_OF_DATA
+
+
+def test_a_read_of_data_from_the_network_is_found(tmp_path):
+    root = write(
+        tmp_path,
+        {
+            "data/__init__.py": "",
+            "data/settings.py": "",
+            "data/tokenizer.py": "",
+            "model/__init__.py": "",
+            "model/checkpoint.py": "from data.tokenizer import CharTokenizer\n",
+            "model/gpt.py": "def f():\n    from data import settings\n",
+        },
+    )
+    assert reads_of(import_graph(root), "model", "data") == [
+        "model.checkpoint -> data.tokenizer",
+        "model.gpt -> data.settings",
+    ]
 
 
 def test_no_imports_go_round_a_circle():

@@ -202,7 +202,7 @@ def test_a_signal_during_the_first_step_stops_at_once_and_leaves_nothing(
     """The first step compiles (with train.compile: minutes), and `docker stop` waits
     10 s before SIGKILL: a signal then used to wait for the step to end. Nothing is
     trained yet, so the run stops at once, and a new run leaves its folder empty."""
-    from data.staging import Terminated
+    from common.signals import Terminated
 
     out = tmp_path / "runs" / "new"
     cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path, out_dir=out))
