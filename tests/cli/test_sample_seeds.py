@@ -58,6 +58,6 @@ def test_each_row_draws_from_its_own_seeded_generator():
     for i in range(4):
         alone = generate(model, prompt, 13, Sampling(seed=sample_seed(-5, i)))
         assert torch.equal(rows[i : i + 1], alone), i
-    reference = torch.cat([batch, *model.generate_stream(batch, 13, Sampling(seed=-5))], 1)
+    reference = torch.cat([batch, *model.uncached_stream(batch, 13, Sampling(seed=-5))], 1)
     assert torch.equal(reference, rows)
     assert sample_seed(-5, 0) == -5 and sample_seed(7, 1) != sample_seed(8, 0)
