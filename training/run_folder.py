@@ -153,16 +153,18 @@ class RunFolder:
             "choose another out_dir=..."
         )
 
-    def start(self, given_config: dict) -> None:
+    def start(self, given_config: dict, comment: str = "") -> None:
         """Called once the run's input has been checked and training begins: with
         train.overwrite on a new run, delete the earlier run's files; then write
-        config.yaml, the config as given (``RunConfig.to_dict()``)."""
+        config.yaml, the config as given (``RunConfig.to_dict()``), after ``comment``
+        (YAML comment lines, e.g. the parent of a fine-tuning run)."""
         if self.overwrite and self.resume_path is None:
             for old in run_files(self.out_dir):
                 old.unlink()
         self._wrote_files = self.resume_path is None  # from here on, all of run_files
         (self.out_dir / CONFIG_NAME).write_text(
-            yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True), encoding="utf-8"
+            comment + yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True),
+            encoding="utf-8",
         )
 
     def release(self, started: bool = True) -> list[str]:
