@@ -2,6 +2,8 @@
 numbers are each model's own, the differences are computed from them, and a character
 one model lacks is said rather than failing."""
 
+import json
+
 import pytest
 import torch
 
@@ -12,7 +14,12 @@ from model.checkpoint import save_checkpoint
 from training import load_config
 from training.checkpoint import checkpoint_contents
 from training.init_from import grown_weights
-from viz.model_compare import ComparedModel, compare_models, format_comparison
+from viz.model_compare import (
+    ComparedModel,
+    compare_models,
+    comparison_json,
+    format_comparison,
+)
 
 PARENT_CHARS = list(" abcdefghijklmnopqrstuvwxyz:")
 CHILD_CHARS = PARENT_CHARS + ["가", "é"]
@@ -108,3 +115,16 @@ def test_explore_attention_compare_prints_both_models(tmp_path, pair, capsys):
     assert "layer 1 head " in out
     assert explore_attention.main([*argv, "--compare", str(tmp_path / "nothing")]) == 2
     assert "--compare" in capsys.readouterr().err
+
+
+def test_the_answer_for_a_page_carries_both_models_as_json(pair):
+    child, parent = pair
+    result = compare_models(child, parent, "hello")
+    answer = json.loads(json.dumps(comparison_json(result)))
+    a, b = answer["models"]
+    assert (a["label"], b["label"]) == ("child", "parent")
+    assert a["weights"] == result["models"][0]["weights"].tolist()
+    assert answer["heads"] == result["heads"].tolist()
+    assert answer["next"][0] == list(result["next"][0])
+    lacking = comparison_json(compare_models(child, parent, "é"))
+    assert lacking["models"][1]["missing"] == ["é"] and "next" not in lacking["models"][1]

@@ -157,3 +157,26 @@ def format_comparison(result: dict) -> str:
     )
     lines += [f"  layer {i} head {j}: {d:.4f}" for d, i, j in order]
     return "\n".join(lines)
+
+
+def comparison_json(result: dict) -> dict:
+    """`compare_models`'s answer as JSON-ready values, for a page view of the two
+    models: each model's label, prompt, missing characters, next-character table and
+    layer predictions, its (n_layer, n_head, T, T) weights as nested lists; the
+    differences as they are, ``heads`` as an (n_layer, n_head) nested list."""
+    models = []
+    for side in result["models"]:
+        entry = {k: side[k] for k in ("label", "prompt", "missing")}
+        if "next" in side:
+            entry["next"] = [[c, p] for c, p in side["next"]]
+            entry["layers"] = [[c, p] for c, p in side["layers"]]
+            entry["weights"] = side["weights"].tolist()
+        models.append(entry)
+    heads = result["heads"]
+    return {
+        "models": models,
+        "next": None if result["next"] is None else [list(row) for row in result["next"]],
+        "distance": result["distance"],
+        "layers": None if result["layers"] is None else [list(row) for row in result["layers"]],
+        "heads": None if heads is None else heads.tolist(),
+    }
