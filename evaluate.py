@@ -3,6 +3,7 @@
     python evaluate.py --out-dir runs/shakespeare_char_cpu               # validation split
     python evaluate.py --out-dir runs/linux --split test                 # held-out test split
     python evaluate.py --out-dir runs/korean --data-path other.txt       # another corpus
+    python evaluate.py --out-dir runs/letters --parent-text              # the parent's text
 
 The corpus is prepared as the run prepared it (the checkpoint holds the run's data
 settings; the cache makes this immediate), split as it was, and every character of
@@ -12,7 +13,9 @@ run's device is the run's own auto) the number is the training run's own whole-s
 figure (val/full_loss), and for ``--split test`` the one character-level papers report
 (e.g. enwik8 test bits per character). ``--data-path`` scores another
 corpus, split with the run's fractions; its characters must all be in the model's
-vocabulary.
+vocabulary. ``--parent-text`` scores a fine-tuned run (train.init_from) on its
+parent's validation split, prepared as the parent prepared it, and the parent too
+where its checkpoint is still there: what the new text cost the old skill.
 """
 
 import argparse
@@ -20,6 +23,7 @@ import dataclasses
 import functools
 import math
 import sys
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -55,6 +59,8 @@ class SplitScore:
         dtype: what the forward passes computed in (float32, bfloat16, float16).
         run_dtype: what the checkpoint's run trained in (its resolved train.dtype;
             None for a checkpoint written before that key).
+        parent: with ``parent_text``, the checkpoint's ``parent`` record
+            (`training.init_from`); None otherwise.
     """
 
     loss: float
@@ -64,6 +70,7 @@ class SplitScore:
     iter_num: int
     dtype: str = "float32"
     run_dtype: str | None = None
+    parent: dict | None = None
 
     @property
     def bits_per_character(self) -> float:
@@ -88,6 +95,7 @@ def score_split(
     batch_size: int | None = None,
     progress: bool = False,
     dtype_name: str = "auto",
+    parent_text: bool = False,
 ) -> SplitScore:
     """Load a checkpoint, prepare its corpus (or ``data_path``) as the run did, and
     score every character of ``split`` after its first.
@@ -102,6 +110,8 @@ def score_split(
         dtype_name: the precision of the forward passes (`model.device.resolve_dtype`):
             auto, float32, bfloat16 or float16; the run's train.dtype gives the run's
             own number.
+        parent_text: score the validation split of the corpus of the run's parent
+            (train.init_from; the checkpoint's ``parent`` record) instead of its own.
 
     Raises:
         CheckpointError, CorpusError, DeviceError: with the problem and the fix (a
@@ -113,6 +123,13 @@ def score_split(
     ckpt = load_checkpoint(path, map_location=device)
     model, tokenizer = model_from_checkpoint(ckpt, path)
     data_cfg = stored_data_config(ckpt["config"])
+    if parent_text:
+        if "parent" not in ckpt:
+            raise CorpusError(
+                f"{path} did not start from another run (train.init_from), so it has no "
+                "parent's text: leave out --parent-text"
+            )
+        data_cfg = stored_data_config({"data": ckpt["parent"]["data"]})
     if data_path is not None:
         data_cfg.path = data_path
     try:
@@ -159,8 +176,9 @@ def score_split(
         loss = mean_windows_loss(model, batches, device, autocast, bar.update)
     dtype_name = str(dtype).removeprefix("torch.")
     run_dtype = train.get("dtype")
+    parent = ckpt["parent"] if parent_text else None
     return SplitScore(
-        loss, len(ids), split, corpus.origin, int(ckpt["iter_num"]), dtype_name, run_dtype
+        loss, len(ids), split, corpus.origin, int(ckpt["iter_num"]), dtype_name, run_dtype, parent
     )
 
 
@@ -197,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="score another corpus (a file, folder or glob), split with the run's fractions",
     )
     p.add_argument(
+        "--parent-text",
+        action="store_true",
+        help="for a run started from another (train.init_from): score its parent's "
+        "validation split, and the parent on it where its checkpoint is still there",
+    )
+    p.add_argument(
         "--batch-size",
         type=int,
         help="windows per forward pass (default: the run's train.eval_batch_size, which "
@@ -211,6 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_size is not None and args.batch_size < 1:
         print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
         return 2
+    if args.parent_text and (args.data_path is not None or args.split != "val"):
+        print(
+            "error: --parent-text scores the parent's validation split: leave out "
+            "--data-path and --split",
+            file=sys.stderr,
+        )
+        return 2
     try:
         score = score_split(
             args.out_dir,
@@ -221,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
             args.batch_size,
             progress=sys.stderr.isatty(),
             dtype_name=args.dtype,
+            parent_text=args.parent_text,
         )
+        before = parent_score(score, args) if args.parent_text else None
     except (CheckpointError, CorpusError, DeviceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -229,15 +262,55 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted", file=sys.stderr)
         return 130
     print(score.corpus)
+    whose = "the parent's " if args.parent_text else ""
     print(
-        f"{args.checkpoint} at step {score.iter_num}, {SPLIT_NAMES[score.split]} split, "
+        f"{args.checkpoint} at step {score.iter_num}, {whose}{SPLIT_NAMES[score.split]} split, "
         f"{score.characters:,} characters: {score.loss:.4f} nats/char, "
         f"{score.bits_per_character:.4f} bits/char (perplexity {math.exp(score.loss):.3f})"
     )
     note = dtype_note(score, args.dtype)
     if note:
         print(note)
+    if args.parent_text:
+        print(parent_line(score, before))
     return 0
+
+
+def parent_score(score: SplitScore, args) -> SplitScore | None:
+    """The parent's own score on its validation split (``score.parent``'s checkpoint,
+    same device, dtype and batch size), or None where that file is gone."""
+    path = Path(score.parent["path"])
+    if not path.is_file():
+        return None
+    return score_split(
+        str(path.parent),
+        str(path),
+        "val",
+        args.device,
+        None,
+        args.batch_size,
+        progress=sys.stderr.isatty(),
+        dtype_name=args.dtype,
+    )
+
+
+def parent_line(score: SplitScore, before: SplitScore | None) -> str:
+    """What the fine-tuning cost on the parent's text: the parent's loss there (scored
+    now, or as recorded where its checkpoint is gone) against the child's, in nats per
+    character."""
+    record = score.parent
+    if before is None:
+        return (
+            f"the parent's checkpoint is no longer at {record['path']}; its best validation "
+            f"loss at step {record['step']:,} was {record['best_val_loss']:.4f} nats/char "
+            "(a periodic evaluation's)"
+        )
+    change = score.loss - before.loss
+    return (
+        f"the parent ({record['path']}, step {before.iter_num:,}) on the same text: "
+        f"{before.loss:.4f} nats/char; this run {score.loss:.4f} ({change:+.4f} nats/char, "
+        f"{change / math.log(2):+.4f} bits/char)"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@
         --html runs/korean/attention.html                            # the page as one file
     python explore_attention.py --out-dir runs/korean --prompt "새가 하늘을 날았다" \\
         --steps --layer 0 --head 1                                   # every step of one head
+    python explore_attention.py --out-dir runs/korean_from_shakespeare --prompt "ROMEO:" \\
+        --compare runs/shakespeare_char_cpu                          # two models side by side
 
 Prints the attention weights of one layer, for one head or the average of its heads,
 as a table: rows are the current character, columns the characters it attends to,
@@ -29,6 +31,11 @@ real weights. --switches shows a what-if pass instead (see the page's switches).
 
 --lang ko or en: the language of --steps (default English) and of the page (default the
 browser's; the page has a switch too). Both read one catalogue, viz/page/messages.json.
+
+--compare OTHER prints the same prompt through this model (A) and another (B: a run
+folder's ckpt.pt, or a checkpoint file), e.g. a fine-tuned run and its parent: both
+next-character tables, what each layer would predict, and how much each head's
+weights differ, with the differences marked (viz/model_compare.py).
 """
 
 import argparse
@@ -54,6 +61,7 @@ from viz.attention_weights import prompt_attention, select_head
 from viz.char_labels import visible_char
 from viz.logit_lens import layer_predictions
 from viz.messages import LANGUAGES, say
+from viz.model_compare import ComparedModel, compare_models, format_comparison
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
@@ -125,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="language of --steps (default en) and of the page (default: the browser's)",
     )
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="OTHER",
+        help="print --prompt through this model and another (a run folder or a checkpoint "
+        "file) side by side, the differences marked",
+    )
     p.add_argument("--serve", action="store_true", help="serve the web page until Ctrl-C")
     p.add_argument(
         "--host",
@@ -157,6 +172,8 @@ def check_modes(args: argparse.Namespace) -> None:
         args.prompt = normalize_newlines(unescape_argument("--prompt", args.prompt))
     if args.serve and args.html:
         raise ValueError("--html writes the page for one prompt without a server; drop --serve")
+    if args.compare is not None and (args.serve or args.html or args.steps):
+        raise ValueError("--compare prints its comparison alone: drop --serve, --html, --steps")
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in 0..65535 (0: any free port), got {args.port}")
 
@@ -239,6 +256,25 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
     return 0
 
 
+def print_comparison(explorer: AttentionExplorer, args, path: Path, device) -> int:
+    """--compare: the prompt through the explorer's model and the other one, as text.
+
+    Raises:
+        CheckpointError: for an --compare path that holds no checkpoint.
+    """
+    other = Path(args.compare)
+    other = other / "ckpt.pt" if other.is_dir() else other
+    if not other.is_file():
+        raise CheckpointError(f"--compare {args.compare}: no checkpoint there")
+    model, tokenizer = model_from_checkpoint(load_checkpoint(other, device), other)
+    first = ComparedModel(str(path), explorer.model, explorer.tokenizer)
+    result = compare_models(
+        first, ComparedModel(str(other), model.to(device), tokenizer), args.prompt
+    )
+    print(format_comparison(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table, write the PNG (and --html), or --serve the page until Ctrl-C;
     returns the exit status (2 on bad input)."""
@@ -256,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(open_server(args.host, args.port, explorer, args.prompt, args.lang))
         if args.steps:
             return print_steps(explorer, args, path)
+        if args.compare is not None:
+            return print_comparison(explorer, args, path, device)
         args.prompt = tokenizer.normalize(args.prompt)  # the characters the model reads
         block_size = model.config.block_size
         if not 1 <= len(args.prompt) <= block_size:

@@ -28,34 +28,36 @@ def _character_shown(char: str) -> str:
 
 
 class CharTokenizer:
-    """Maps characters to token ids and back; the vocabulary is the sorted set of the
-    corpus's distinct characters, so id order is code-point order.
+    """Maps characters to token ids and back. A corpus's vocabulary is the sorted set of
+    its distinct characters, so id order is code-point order; a model started from
+    another run's (train.init_from) keeps its parent's ids and numbers the characters
+    its corpus added after them (`training.init_from`), so its list is not sorted.
 
     Text is put in the corpus's Unicode normalisation form before it is encoded (see
     `data.normalization`), so a prompt typed as NFC matches a corpus stored as NFD
     and the other way round.
 
     Args:
-        chars: the vocabulary in id order: single characters, sorted, no duplicates.
+        chars: the vocabulary in id order: single characters, no duplicates.
         normalization: the corpus's `data.normalization` ("nfc", ..., or "none").
 
     Raises:
-        ValueError: if an entry is not exactly one character, the list is not
-            strictly increasing (unsorted or repeated), or the normalization is unknown.
+        ValueError: if an entry is not exactly one character, a character is
+            repeated, or the normalization is unknown.
     """
 
     def __init__(self, chars: list[str], normalization: str = "none"):
         if any(len(c) != 1 for c in chars):
             raise ValueError("every vocabulary entry must be exactly one character")
-        if any(a >= b for a, b in zip(chars, chars[1:], strict=False)):
-            raise ValueError("the vocabulary must be sorted, without repeats")
+        if len(set(chars)) != len(chars):
+            raise ValueError("the vocabulary must not repeat a character")
         normalize_text("", normalization)  # rejects an unknown value
         self.chars = list(chars)
         self.normalization = normalization
         # Encoding is one table lookup per character: entry c is the id of code point
         # c, or vocab_size (not an id) for a character outside the vocabulary; the
         # last entry catches every code point above the largest known one.
-        largest = ord(self.chars[-1]) if self.chars else 0
+        largest = max(map(ord, self.chars), default=0)
         self._ids = np.full(largest + 2, self.vocab_size, dtype=self.dtype)
         self._ids[[ord(c) for c in self.chars]] = np.arange(self.vocab_size)
 

@@ -79,7 +79,7 @@ def pad_character(chars: list[str]) -> str:
     """
     if not chars:
         raise ValueError("an empty vocabulary has no character to pad with")
-    return chars[-1]
+    return max(chars)  # the last, unless a fine-tuned model appended characters
 
 
 def transformers_tokenizer(chars: list[str], normalization: str, block_size: int):

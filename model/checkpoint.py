@@ -7,7 +7,8 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     format_version   int, CHECKPOINT_FORMAT
     model            the uncompiled model's state_dict
     model_config     GPTConfig fields (vocab_size included)
-    vocab            list of the tokenizer's characters, in id order
+    vocab            list of the tokenizer's characters, in id order (code-point order,
+                     except after characters a fine-tuned run appended: train.init_from)
     normalization    the corpus's Unicode normalisation (data.normalization), applied
                      to prompts too; absent in files written before it existed ("none")
     config           the resolved run config (nested dict)
@@ -26,6 +27,9 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so
     environment      the torch version, device and CPU threads it was trained with, see
                      `training.checkpoint`'s environment record (ckpt.pt only; absent
                      in older files)
+    parent           a run started from another (train.init_from): that checkpoint's
+                     path, step, best validation loss, data settings and corpus record
+                     (training/init_from.py); absent otherwise
     scaler           train.dtype float16 only (ckpt.pt): torch.amp.GradScaler's
                      state_dict, the loss scale and its growth tracker
     skipped_steps    with ``scaler``: optimizer steps loss scaling has skipped so far

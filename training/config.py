@@ -555,6 +555,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
             problems.append(str(e))
             continue
         values[key] = value
+    given = frozenset(values)  # what the file and the overrides set, for train.init_from
     if values.get("out_dir") is None:
         values["out_dir"] = str(Path("runs") / (path.stem if path is not None else "default"))
-    return build_config(values, problems)
+    cfg = build_config(values, problems)
+    cfg.given_keys = given  # not a config key: see `training.init_from.given_keys`
+    return cfg

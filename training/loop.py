@@ -44,6 +44,7 @@ from training.compiling import compile_model, resolve_compile
 from training.config import RunConfig
 from training.distributed import init_distributed, shutdown_distributed, wrap_for_data_parallel
 from training.evaluate import Evaluator, WholeSplitStopped
+from training.init_from import PARENT_KEY, start_from_parent
 from training.optim import WeightAverage, build_optimizer
 from training.precision import SkippedSteps, loss_scaling_state, resolve_precision
 from training.report import Reporter, RunStart, TrainResult, start_lines, steps
@@ -73,6 +74,8 @@ class Trainer:
     """
 
     def __init__(self, cfg: RunConfig, clock=time.perf_counter):
+        # train.init_from: the model section from the parent (training.init_from).
+        cfg, self.parent = start_from_parent(cfg)
         # config.yaml records the config as given (vocab_size 0: "from the corpus";
         # lr_decay_iters as given), so it can be reused; the working copy is resolved.
         self.given_cfg = cfg
@@ -82,6 +85,8 @@ class Trainer:
         self.precision = resolve_precision(cfg.train.dtype, self.device)
         self.report = Reporter(self.cfg, self.dist, self.device, clock)  # the clock starts
         self.result = self.report.result
+        if self.parent:  # HParams: parent.path, parent.step, ...
+            self.report.extra_hparams = self.parent.hparams()
         # Process-wide settings this run changes, put back by `close`.
         self.scope = contextlib.ExitStack()
         self.out_dir = Path(cfg.out_dir)
@@ -116,6 +121,8 @@ class Trainer:
         # by DDP under torchrun, for the training step only (DDP's forward expects a
         # backward pass to follow).
         self.model = GPT(GPTConfig(**vars(cfg.model))).to(self.device)
+        if self.parent and not resume.ckpt:  # a resumed child has its own weights
+            self.parent.load_weights(self.model)
         self.average = None  # weight averaging (train.ema_decay), see training.optim
         if tc.ema_decay > 0:
             self.average = WeightAverage(self.model, tc.ema_decay, tc.ema_start)
@@ -153,6 +160,8 @@ class Trainer:
             **dataclasses.asdict(cfg.data), progress=show_progress, say=self.report.say
         )
         self.report.say(corpus.origin)
+        if self.parent:  # the parent's ids first, then the characters this corpus adds
+            corpus = self.parent.renumber(corpus)
         corpus.check_fits(cfg.model.block_size, cfg.model.vocab_size)
         cfg.model.vocab_size = corpus.tokenizer.vocab_size
         return corpus
@@ -168,7 +177,8 @@ class Trainer:
             )
             return result
         if self.dist.is_main:
-            self.folder.start(self.given_cfg.to_dict())  # config.yaml
+            comment = self.parent.config_comment() if self.parent else ""
+            self.folder.start(self.given_cfg.to_dict(), comment)  # config.yaml
         self.model.train()
         with contextlib.closing(self), report.training(start, self.opening_lines(start)):
             for step in range(start, tc.max_iters):
@@ -248,6 +258,8 @@ class Trainer:
         notes += schedule_notices(self.cfg.train)
         notes += [self.compile_note, self.precision.note, self.schedule_note, self.evaluator.note]
         notes.append(tensorboard_line(self.cfg))
+        if self.parent:
+            notes.append(self.parent.start_line(self.model.config))
         if start and self.dist.is_main:  # what HPARAMS will show beside this stretch
             notes.append(hparams_resume_note(self.out_dir, self.cfg.to_dict()))
         opening = RunStart(
@@ -298,6 +310,8 @@ class Trainer:
         contents = checkpoint_contents(
             shown, self.corpus.tokenizer, self.cfg, r.iter_num, r.best_val_loss
         )
+        if self.parent:
+            contents[PARENT_KEY] = self.parent.record
         state = training_state(
             self.optimizer, self.sampler, self.dist, self.device, self.average, self.model
         )

@@ -439,6 +439,8 @@ class Reporter:
             the corpus is known.
         stop: the `StopRequest` (Ctrl-C, SIGTERM), installed while training runs.
         tokens_per_step: tokens one optimizer step trains on, all ranks together.
+        extra_hparams: sections the HParams tab shows beside the config's, e.g.
+            ``{"parent": {...}}`` for a run started from another (train.init_from).
         skipped_steps: the count of steps loss scaling skipped
             (`training.precision.SkippedSteps`), set by the trainer of a float16 run;
             None otherwise.
@@ -463,6 +465,7 @@ class Reporter:
         self.first_step = 0  # the step this run's training begins at
         self.started = 0.0  # when it began, for the evaluations' seconds
         self.throughput: Throughput | None = None  # from when training begins
+        self.extra_hparams: dict = {}  # sections beside the config's (a fine-tune's parent)
 
     def say(self, line: str) -> None:
         """Print a line (rank 0; above the progress bar, if there is one)."""
@@ -484,7 +487,7 @@ class Reporter:
             if self.dist.is_main:
                 # On resume, drop events a stopped run may have logged after its checkpoint.
                 self.writer = RunWriter(self.out_dir, purge_step=start + 1 if start else None)
-                self.writer.hyperparameters(self.cfg.to_dict())
+                self.writer.hyperparameters({**self.cfg.to_dict(), **self.extra_hparams})
             for line in lines:
                 self.say(line)
             self.first_step, self.started = start, time.perf_counter()

@@ -184,11 +184,12 @@ class RunFolder:
             "choose another out_dir=..."
         )
 
-    def start(self, given_config: dict) -> None:
+    def start(self, given_config: dict, comment: str = "") -> None:
         """Called once the run's input has been checked and training begins: with
         train.overwrite on a new run, move the earlier run's files aside (until
         `saved`); then write config.yaml, the config as given (``RunConfig.to_dict()``),
-        atomically: a resume rewrites the run's own."""
+        atomically, after ``comment`` (YAML comment lines, e.g. the parent of a
+        fine-tuning run): a resume rewrites the run's own."""
         if self.overwrite and self.resume_path is None and run_files(self.out_dir):
             aside = self.out_dir / REPLACED_NAME
             aside.mkdir()
@@ -197,7 +198,8 @@ class RunFolder:
         config = self.out_dir / CONFIG_NAME
         temporary = temporary_path(config)
         temporary.write_text(
-            yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True), encoding="utf-8"
+            comment + yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True),
+            encoding="utf-8",
         )
         os.replace(temporary, config)
 

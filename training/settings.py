@@ -168,6 +168,14 @@ class TrainConfig:
         hyperparameter=False,
         resume_may_change=True,
     )
+    init_from: str = setting(
+        "",
+        "start a new run from another run's weights (fine-tuning): its run folder (its "
+        "ckpt.pt) or a ckpt.pt / best.pt file. The model section and data.normalization "
+        "come from it (block_size may shrink, or grow with RoPE); the optimizer, schedule, "
+        "step count and random streams start afresh; characters the new corpus adds are "
+        'appended to its vocabulary (docs/finetune.md). `""`: a run from random weights',
+    )
     sample_prompt: str = setting(
         "ROMEO:",
         "the TensorBoard sample at each evaluation continues this text (escapes such as "
