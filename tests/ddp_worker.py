@@ -21,7 +21,6 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tests.conftest import tiny_overrides  # noqa: E402
 from training.config import load_config  # noqa: E402

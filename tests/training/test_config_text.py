@@ -35,6 +35,7 @@ def test_the_text_keys_are_the_paths_and_prompts():
         "data.cache_dir",
         "train.sample_prompt",
         "train.attention_prompt",
+        "train.init_from",
     }
 
 
