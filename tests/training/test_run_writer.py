@@ -85,4 +85,5 @@ def test_a_longer_run_gets_a_flag_that_keeps_all_of_its_steps():
 def test_the_run_prints_the_command(tmp_path, shakespeare_path, capsys):
     train(load_config(None, tiny_overrides(tmp_path, shakespeare_path, **{"train.max_iters": 1})))
     command = tensorboard_command(tmp_path, evaluations=2)
-    assert f"every evaluation's sample and heatmaps: {command}\n" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"every evaluation's sample and heatmaps: {command}; open http://localhost:6006/" in out
