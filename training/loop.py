@@ -78,6 +78,7 @@ from training.report import Reporter, TrainResult, start_lines
 from training.run_folder import RunFolder
 from training.run_writer import TensorBoardViews, hparams_resume_note, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
+from training.watch import RunWatch
 
 
 @contextlib.contextmanager
@@ -243,6 +244,7 @@ class Trainer:
             return result
         if self.dist.is_main:
             self.folder.start(self.given_cfg.to_dict())  # config.yaml
+        watch = RunWatch(self, start)  # snapshots, head scores, verdicts (training.watch)
         self.model.train()
         with contextlib.closing(self), report.training(start, self.opening_lines(start)):
             for step in range(start, tc.max_iters):
@@ -254,8 +256,11 @@ class Trainer:
                 report.log(result.iter_num, loss, lr, grad_norm)
                 if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
                     self.evaluate_and_save()
+                watch.after_step(result.iter_num, self.evaluated_models()[1])
             if not result.interrupted and tc.final_full_eval:
                 self.evaluate_whole_split()
+            for line in [] if result.interrupted else watch.end_lines():
+                report.say(line)
             if result.interrupted:
                 with report.saving_stopped_run():
                     if self.saved_step != result.iter_num:  # a stop right after a save

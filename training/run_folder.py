@@ -5,6 +5,7 @@ runs, or a new run and an old one, from spoiling each other's files.
     best.pt        weights with the lowest validation loss
     config.yaml    the config as given
     events.out.tfevents.*   TensorBoard events
+    snapshots/     float16 copies of the weights over training (training.snapshots)
     .lock          held while a run writes here
 
 - A new run refuses a folder that holds an earlier run, unless asked to resume
@@ -20,6 +21,7 @@ runs, or a new run and an old one, from spoiling each other's files.
 """
 
 import shlex
+import shutil
 from pathlib import Path
 
 import yaml
@@ -34,6 +36,7 @@ from model.checkpoint import (
     temporary_path,
 )
 from training.config import SHIPPED_CONFIGS, ConfigError
+from viz.snapshots import SNAPSHOTS_DIR
 
 
 def run_files(out_dir: Path) -> list[Path]:
@@ -160,6 +163,7 @@ class RunFolder:
         if self.overwrite and self.resume_path is None:
             for old in run_files(self.out_dir):
                 old.unlink()
+            shutil.rmtree(self.out_dir / SNAPSHOTS_DIR, ignore_errors=True)
         self._wrote_files = self.resume_path is None  # from here on, all of run_files
         (self.out_dir / CONFIG_NAME).write_text(
             yaml.safe_dump(given_config, sort_keys=False, allow_unicode=True), encoding="utf-8"
@@ -185,6 +189,7 @@ class RunFolder:
                 for path in run_files(self.out_dir):
                     path.unlink(missing_ok=True)
                     removed.append(path.name)
+                shutil.rmtree(self.out_dir / SNAPSHOTS_DIR, ignore_errors=True)
             if self._made_lock_file:
                 (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
             for folder in self._made_folders:
