@@ -188,8 +188,6 @@ class TrainConfig:
         "validation loss and sample, in out_dir/snapshots (the page's training-step "
         "slider; explore_attention.py --at-step); 0: none",
         bounds=">= 0",
-        hyperparameter=False,
-        resume_may_change=True,
         note="0: no snapshots",
     )
 
