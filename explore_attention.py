@@ -26,6 +26,10 @@ raw Q·Kᵀ, ÷√d_k, the mask (−∞), the softmax weights, weights·V, the h
 × W_o and the residual stream after the add; then what each layer would predict next.
 The numbers are the page's (viz/attention_steps.py): one eval-mode forward pass of the
 real weights. --switches shows a what-if pass instead (see the page's switches).
+
+--at-step N uses the run's snapshot nearest training step N (train.snapshots) in place
+of the checkpoint, for the table, --steps and --html: the model as it was then. --serve
+offers every snapshot to the page (GET /api/snapshots; a request's "step" field).
 """
 
 import argparse
@@ -49,6 +53,8 @@ from viz.attention_table import format_attention_table, format_steps
 from viz.attention_weights import prompt_attention, select_head
 from viz.char_labels import visible_char
 from viz.logit_lens import layer_predictions
+from viz.snapshot_explorers import SnapshotExplorers
+from viz.snapshots import nearest_snapshot
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
@@ -114,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"--steps: what-if switches for that head, comma-separated ({','.join(SWITCHES)}); "
         "the tables are then not what the model computes",
     )
+    p.add_argument(
+        "--at-step",
+        type=int,
+        default=None,
+        help="use the run's snapshot nearest this training step (OUT_DIR/snapshots) "
+        "instead of the checkpoint: the model as it was then",
+    )
     p.add_argument("--serve", action="store_true", help="serve the web page until Ctrl-C")
     p.add_argument(
         "--host",
@@ -151,7 +164,7 @@ def check_modes(args: argparse.Namespace) -> None:
 
 
 def open_server(
-    host: str, port: int, explorer: AttentionExplorer, prompt: str | None
+    host: str, port: int, explorer: AttentionExplorer, prompt: str | None, snapshots=None
 ) -> ExplorerServer:
     """Bind the page's server (not yet answering: see `serve`).
 
@@ -160,7 +173,7 @@ def open_server(
             ``prompt`` cannot be shown (the page's message).
     """
     try:
-        return ExplorerServer((host, port), explorer, prompt)
+        return ExplorerServer((host, port), explorer, prompt, snapshots)
     except OSError as e:
         raise ValueError(
             f"cannot listen on {host}:{port} ({e.strerror or e}); "
@@ -239,13 +252,17 @@ def main(argv: list[str] | None = None) -> int:
         check_modes(args)
         device = resolve_device(args.device)
         path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
+        if args.at_step is not None:  # the snapshot nearest that step (viz.snapshots)
+            path, entry = nearest_snapshot(path.parent, args.at_step)
+            print(f"snapshot at step {entry['step']} (val loss {entry['val_loss']:.3f} nats/char)")
         checkpoint = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(checkpoint, path)
         explorer = AttentionExplorer(
             model.to(device), tokenizer, str(path), run_prompts(checkpoint.get("config"))
         )
         if args.serve:  # a --prompt is the page's first; one too long is cropped there
-            return serve(open_server(args.host, args.port, explorer, args.prompt))
+            snapshots = SnapshotExplorers(path.parent, device, explorer.own_text)
+            return serve(open_server(args.host, args.port, explorer, args.prompt, snapshots))
         if args.steps:
             return print_steps(explorer, args, path)
         args.prompt = tokenizer.normalize(args.prompt)  # the characters the model reads

@@ -14,6 +14,10 @@ and head (`AttentionExplorer.all_steps`). Served, it asks for more:
     POST /api/steps        {"prompt": "...", "layer": 0, "head": 1} -> steps()'s answer
     GET  /api/attention?prompt=...&temperature=1.0                 (the same, for curl)
     GET  /api/steps?prompt=...&layer=0&head=1&switches=no_mask,uniform
+    GET  /api/snapshots    the run's snapshots: [{"step", "val_loss", "sample", "best"}]
+
+With a run's snapshots (`viz.snapshot_explorers`), both API paths take ``"step": N``:
+the answer is then that of the snapshot nearest step N, its own weights.
 
 Both take what-if switches (viz/attention_steps.py `SWITCHES`) for one head:
 ``"layer": 0, "head": 1, "switches": ["no_mask"]``; the answer then holds the switched
@@ -360,6 +364,7 @@ def render_page(
 
 
 API = ("/api/attention", "/api/steps")
+SNAPSHOTS_API = "/api/snapshots"  # GET: the run's snapshots (viz.snapshot_explorers)
 
 
 class ExplorerRequestHandler(BaseHTTPRequestHandler):
@@ -376,6 +381,9 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path in ("/", "/index.html"):
             self._send(HTTPStatus.OK, self.server.page, "text/html; charset=utf-8")
+        elif url.path == SNAPSHOTS_API:
+            snapshots = self.server.snapshots
+            self._send_json(HTTPStatus.OK, {"snapshots": snapshots.listing() if snapshots else []})
         elif url.path in API:
             query = parse_qs(url.query, keep_blank_values=True)
             self._answer(url.path, {key: values[0] for key, values in query.items()})
@@ -412,12 +420,15 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         prompt = fields.get("prompt", "")
         layer, head = fields.get("layer", -1), fields.get("head", 0)
         try:
+            if fields.get("step") not in (None, "") and self.server.snapshots is not None:
+                # The model as of that snapshot (the nearest); a ValueError names the fix.
+                explorer = self.server.snapshots.explorer(fields["step"])
             what_if = explorer.what_if(layer, head, fields.get("switches", []))
             if path == "/api/steps":
                 result = explorer.steps(prompt, layer, head, what_if)
             else:
                 result = explorer.explain(prompt, fields.get("temperature", 1.0), what_if)
-        except PromptError as e:
+        except (PromptError, ValueError) as e:  # ValueError: a snapshot step
             self._send_error(HTTPStatus.BAD_REQUEST, str(e))
             return
         self._send_json(HTTPStatus.OK, result)
@@ -449,6 +460,9 @@ class ExplorerServer(ThreadingHTTPServer):
         address: (host, port); port 0 picks any free port (see ``server_address``).
         explorer: the `AttentionExplorer` that answers /api/attention.
         first_prompt: a prompt the page shows on opening, or None (the page asks).
+        snapshots: the run's `viz.snapshot_explorers.SnapshotExplorers`, or None: with
+            them, GET /api/snapshots lists them and a request's ``step`` field answers
+            from the snapshot nearest that step.
 
     Raises:
         OSError: if the address cannot be bound (port in use, unknown host), or the
@@ -458,9 +472,16 @@ class ExplorerServer(ThreadingHTTPServer):
 
     daemon_threads = True  # Ctrl-C does not wait for a browser's open connection
 
-    def __init__(self, address, explorer: AttentionExplorer, first_prompt: str | None = None):
+    def __init__(
+        self,
+        address,
+        explorer: AttentionExplorer,
+        first_prompt: str | None = None,
+        snapshots=None,
+    ):
         first = explorer.explain(first_prompt) if first_prompt is not None else None
         self.explorer = explorer
+        self.snapshots = snapshots  # a viz.snapshot_explorers.SnapshotExplorers, or None
         self.page = render_page(explorer.model_info(), first, served=True).encode("utf-8")
         super().__init__(address, ExplorerRequestHandler)
 
