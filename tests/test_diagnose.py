@@ -36,6 +36,13 @@ def test_a_healthy_run_gets_no_verdict():
     assert diagnose(HEALTHY) == []
 
 
+def test_the_cpu_recipes_measured_curve_gets_no_verdict():
+    # docs/benchmarks.md: val loss at steps 550, 1100, 1650, 2200 of the CPU recipe.
+    recipe = record([1.710, 1.595, 1.522, 1.476], [1.70, 1.57, 1.48, 1.42])
+    recipe.config = {**CONFIG, "train": {"max_iters": 2200, "learning_rate": 5e-3}}
+    assert diagnose(recipe) == []
+
+
 def test_overfitting_names_dropout_and_the_best_step():
     (line,) = diagnose(record([2.0, 1.6, 1.7, 1.8], [1.9, 1.4, 1.2, 1.0]))
     assert line.startswith("overfitting: the validation loss rose 0.200 nats/char")
