@@ -3,14 +3,16 @@ consistent across an interrupt and resume, rank 0 only, within their size bound,
 removed with the run on overwrite."""
 
 import json
+import math
 import shutil
 import signal
 import types
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import shakespeare, tiny_overrides
+from conftest import read_scalars, shakespeare, tiny_overrides
 from model import GPT, GPTConfig
 from model.checkpoint import load_checkpoint, model_from_checkpoint
 from training import load_config, train
@@ -78,6 +80,26 @@ def test_a_run_keeps_its_snapshots_with_step_loss_and_sample(straight_run):
     assert model.token_embedding.weight.dtype == torch.float32
     assert nearest_snapshot(straight_run, 5)[1]["step"] == 4  # 4 and 6: the earlier
     assert nearest_snapshot(straight_run, 1000)[1]["step"] == 10
+
+
+def test_head_scores_and_snapshot_samples_reach_tensorboard(straight_run):
+    scalars = read_scalars(straight_run)
+    steps = [e["step"] for e in read_snapshot_index(straight_run)]
+    for measure in ("entropy", "previous_char", "first_position", "induction"):
+        logged = scalars[f"heads_{measure}/layer_1_head_1"]
+        assert sorted({s for s, _ in logged}) == sorted({*steps, 3, 6, 9, 10})
+    # A uniform row i has entropy ln(i + 1): no head's mean over 32 rows exceeds that mean.
+    bound = sum(math.log(i + 1) for i in range(32)) / 32
+    assert all(0 <= v <= bound + 1e-5 for _, v in scalars["heads_entropy/layer_0_head_0"])
+    acc = EventAccumulator(str(straight_run), size_guidance={"tensors": 0})
+    acc.Reload()
+    texts = {
+        e.step: e.tensor_proto.string_val[0].decode()
+        for e in acc.Tensors("snapshots/sample/text_summary")
+    }
+    # Evaluation 9's best was replaced by step 10's: its file went, its text stays.
+    assert set(steps) <= set(texts) <= {*steps, 9}
+    assert texts[10].startswith("step 10: validation loss ") and "ROMEO:" in texts[10]
 
 
 @pytest.mark.slow
