@@ -4,6 +4,7 @@
     python evaluate.py --out-dir runs/linux --split test                 # held-out test split
     python evaluate.py --out-dir runs/korean --data-path other.txt       # another corpus
     python evaluate.py --out-dir runs/letters --parent-text              # the parent's text
+    python evaluate.py --diagnose runs/korean          # what went wrong, and what to change
 
 The corpus is prepared as the run prepared it (the checkpoint holds the run's data
 settings; the cache makes this immediate), split as it was, and every character of
@@ -221,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
         "validation split, and the parent on it where its checkpoint is still there",
     )
     p.add_argument(
+        "--diagnose",
+        metavar="RUN",
+        help="instead of scoring: read the run folder RUN's curves and say what went "
+        "wrong, one verdict a line with the setting to change (training/diagnose.py), and "
+        "which heads formed",
+    )
+    p.add_argument(
         "--batch-size",
         type=int,
         help="windows per forward pass (default: the run's train.eval_batch_size, which "
@@ -229,9 +237,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def print_diagnosis(run_dir: str) -> int:
+    """--diagnose: print the heads that formed and the verdicts of the run in
+    ``run_dir``; returns the exit status (2 if it is not a run folder)."""
+    from training.diagnose import diagnose, read_run  # this mode only
+
+    try:
+        record = read_run(run_dir)
+    except (FileNotFoundError, CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for line in record.formed_heads():
+        print(line)
+    verdicts = diagnose(record)
+    for line in verdicts:
+        print(line)
+    if not verdicts:
+        print(f"{run_dir}: no verdict: none of the rules of training/diagnose.py holds")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Score and print; returns the exit status (2 on bad input, 130 on Ctrl-C)."""
     args = explain_unknown_flags(build_parser()).parse_args(argv)
+    if args.diagnose is not None:
+        return print_diagnosis(args.diagnose)
     if args.batch_size is not None and args.batch_size < 1:
         print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
         return 2

@@ -36,6 +36,10 @@ browser's; the page has a switch too). Both read one catalogue, viz/page/message
 folder's ckpt.pt, or a checkpoint file), e.g. a fine-tuned run and its parent: both
 next-character tables, what each layer would predict, and how much each head's
 weights differ, with the differences marked (viz/model_compare.py).
+
+--at-step N uses the run's snapshot nearest training step N (train.snapshots) in place
+of the checkpoint, for the table, --steps and --html: the model as it was then. --serve
+offers every snapshot to the page (GET /api/snapshots; a request's "step" field).
 """
 
 import argparse
@@ -62,6 +66,8 @@ from viz.char_labels import visible_char
 from viz.logit_lens import layer_predictions
 from viz.messages import LANGUAGES, say
 from viz.model_compare import ComparedModel, compare_models, format_comparison
+from viz.snapshot_explorers import SnapshotExplorers
+from viz.snapshots import nearest_snapshot
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
@@ -140,6 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="print --prompt through this model and another (a run folder or a checkpoint "
         "file) side by side, the differences marked",
     )
+    p.add_argument(
+        "--at-step",
+        type=int,
+        default=None,
+        help="use the run's snapshot nearest this training step (OUT_DIR/snapshots) "
+        "instead of the checkpoint: the model as it was then",
+    )
     p.add_argument("--serve", action="store_true", help="serve the web page until Ctrl-C")
     p.add_argument(
         "--host",
@@ -179,7 +192,12 @@ def check_modes(args: argparse.Namespace) -> None:
 
 
 def open_server(
-    host: str, port: int, explorer: AttentionExplorer, prompt: str | None, lang: str | None = None
+    host: str,
+    port: int,
+    explorer: AttentionExplorer,
+    prompt: str | None,
+    lang: str | None = None,
+    snapshots=None,
 ) -> ExplorerServer:
     """Bind the page's server (not yet answering: see `serve`).
 
@@ -188,7 +206,7 @@ def open_server(
             ``prompt`` cannot be shown (the page's message).
     """
     try:
-        return ExplorerServer((host, port), explorer, prompt, lang)
+        return ExplorerServer((host, port), explorer, prompt, lang, snapshots)
     except OSError as e:
         raise ValueError(
             f"cannot listen on {host}:{port} ({e.strerror or e}); "
@@ -283,13 +301,18 @@ def main(argv: list[str] | None = None) -> int:
         check_modes(args)
         device = resolve_device(args.device)
         path = resolve_checkpoint_path(args.out_dir, args.checkpoint)
+        if args.at_step is not None:  # the snapshot nearest that step (viz.snapshots)
+            path, entry = nearest_snapshot(path.parent, args.at_step)
+            print(f"snapshot at step {entry['step']} (val loss {entry['val_loss']:.3f} nats/char)")
         checkpoint = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(checkpoint, path)
         explorer = AttentionExplorer(
             model.to(device), tokenizer, str(path), run_prompts(checkpoint.get("config"))
         )
         if args.serve:  # a --prompt is the page's first; one too long is cropped there
-            return serve(open_server(args.host, args.port, explorer, args.prompt, args.lang))
+            snapshots = SnapshotExplorers(path.parent, device, explorer.own_text)
+            server = open_server(args.host, args.port, explorer, args.prompt, args.lang, snapshots)
+            return serve(server)
         if args.steps:
             return print_steps(explorer, args, path)
         if args.compare is not None:

@@ -1,9 +1,12 @@
 """Plot a run's training and validation loss from its TensorBoard event files.
 
     python plot_losses.py --out-dir runs/shakespeare_char_cpu
+    python plot_losses.py --out-dir runs/mine \
+        --reference docs/reference_curves/shakespeare_char_cpu.csv
 
 Writes a PNG with two panels, loss against iterations and loss against seconds since
 the run started, read with TensorBoard's event reader: no TensorBoard server needed.
+--reference draws a recipe's measured validation curve beside the run's (dashed grey).
 """
 
 import argparse
@@ -13,7 +16,7 @@ from pathlib import Path
 from cli.console import run_command
 from cli.figure_file import figure_path, save_figure
 from cli.flag_hints import explain_unknown_flags
-from viz.loss_plot import LOSS_TAGS, loss_figure
+from viz.loss_plot import LOSS_TAGS, loss_figure, read_reference_curve
 from viz.run_events import VAL_LOSS, read_scalar_curves
 
 
@@ -25,6 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", default="runs/shakespeare_char_cpu", help="run folder")
     p.add_argument("--png", default=None, help="output file (default: OUT_DIR/losses.png)")
     p.add_argument("--dpi", type=int, default=100, help="PNG resolution, dots per inch")
+    p.add_argument(
+        "--reference",
+        default=None,
+        help="overlay a recipe's measured validation curve, a CSV such as "
+        "docs/reference_curves/shakespeare_char_cpu.csv",
+    )
     return p
 
 
@@ -37,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--dpi must be > 0, got {args.dpi}")
         png = figure_path(args.png, out_dir / "losses.png")
         curves = read_scalar_curves(out_dir, list(LOSS_TAGS))
-        fig = loss_figure(curves, title=str(out_dir))
+        reference = read_reference_curve(args.reference) if args.reference else None
+        fig = loss_figure(curves, title=str(out_dir), reference=reference)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -52,6 +52,7 @@ from training.resume import Resume
 from training.run_folder import RunFolder
 from training.run_writer import TensorBoardViews, hparams_resume_note, tensorboard_line
 from training.schedule import resolve_schedule_length, schedule_notices, scheduled_learning_rate
+from training.watch import RunWatch
 
 
 class Trainer:
@@ -179,6 +180,7 @@ class Trainer:
         if self.dist.is_main:
             comment = self.parent.config_comment() if self.parent else ""
             self.folder.start(self.given_cfg.to_dict(), comment)  # config.yaml
+        watch = RunWatch(self, start)  # snapshots, head scores, verdicts (training.watch)
         self.model.train()
         with contextlib.closing(self), report.training(start, self.opening_lines(start)):
             for step in range(start, tc.max_iters):
@@ -190,8 +192,11 @@ class Trainer:
                 report.log(result.iter_num, loss, lr, grad_norm)
                 if result.iter_num % tc.eval_interval == 0 or result.iter_num == tc.max_iters:
                     self.evaluate_and_save()
+                watch.after_step(result.iter_num, self.evaluated_models()[1])
             if not result.interrupted and tc.final_full_eval:
                 self.evaluate_whole_split()
+            for line in [] if result.interrupted else watch.end_lines():
+                report.say(line)
             if result.interrupted:
                 with report.saving_stopped_run():
                     if self.saved_step != result.iter_num:  # a stop right after a save

@@ -5,6 +5,7 @@ runs, or a new run and an old one, from spoiling each other's files.
     best.pt        weights with the lowest validation loss
     config.yaml    the config as given
     events.out.tfevents.*   TensorBoard events
+    snapshots/     float16 copies of the weights over training (training.snapshots)
     .lock          held while a run writes here
 
 - A new run refuses a folder that holds an earlier run, unless asked to resume
@@ -40,6 +41,7 @@ from model.checkpoint import (
     temporary_path,
 )
 from training.config import SHIPPED_CONFIGS, ConfigError
+from viz.snapshots import SNAPSHOTS_DIR
 
 # Where train.overwrite keeps the earlier run until the new one has a checkpoint.
 REPLACED_NAME = ".replaced-run"
@@ -193,7 +195,11 @@ class RunFolder:
         if self.overwrite and self.resume_path is None and run_files(self.out_dir):
             aside = self.out_dir / REPLACED_NAME
             aside.mkdir()
-            _move_files(self.out_dir, aside, run_files(self.out_dir))
+            # the earlier run's snapshots go aside with it (train.snapshots)
+            snapshots = (
+                [self.out_dir / SNAPSHOTS_DIR] if (self.out_dir / SNAPSHOTS_DIR).is_dir() else []
+            )
+            _move_files(self.out_dir, aside, run_files(self.out_dir) + snapshots)
         self._wrote_files = self.resume_path is None  # from here on, all of run_files
         config = self.out_dir / CONFIG_NAME
         temporary = temporary_path(config)
@@ -228,6 +234,7 @@ class RunFolder:
                 for path in run_files(self.out_dir):
                     path.unlink(missing_ok=True)
                     removed.append(path.name)
+                shutil.rmtree(self.out_dir / SNAPSHOTS_DIR, ignore_errors=True)
             if (self.out_dir / REPLACED_NAME).is_dir():  # the run it was to replace
                 self.restored = _move_files(self.out_dir / REPLACED_NAME, self.out_dir)
             if self._made_lock_file:
@@ -242,11 +249,14 @@ class RunFolder:
 
 
 def _move_files(source: Path, target: Path, paths: list[Path] | None = None) -> list[str]:
-    """Move ``paths`` (all files in ``source`` if None) into the folder ``target``
-    (renames: nothing is copied); an emptied ``source`` other than the run folder
-    itself is removed. Returns the names moved."""
-    paths = sorted(p for p in source.iterdir() if p.is_file()) if paths is None else paths
+    """Move ``paths`` (all files and folders in ``source`` if None) into the folder
+    ``target`` (renames: nothing is copied; a folder already at the target, such as a
+    failed run's snapshots, is replaced); an emptied ``source`` other than the run
+    folder itself is removed. Returns the names moved."""
+    paths = sorted(source.iterdir()) if paths is None else paths
     for path in paths:
+        if path.is_dir() and (target / path.name).is_dir():
+            shutil.rmtree(target / path.name)
         os.replace(path, target / path.name)
     if source.name == REPLACED_NAME:
         source.rmdir()

@@ -197,6 +197,15 @@ class TrainConfig:
         bounds=">= 0",
         note="0: heatmaps at every evaluation",
     )
+    snapshots: int = setting(
+        16,
+        "keep float16 copies of the weights at about this many steps spread "
+        "logarithmically over the run, plus the best evaluation's, each with its "
+        "validation loss and sample, in out_dir/snapshots (the page's training-step "
+        "slider; explore_attention.py --at-step); 0: none",
+        bounds=">= 0",
+        note="0: no snapshots",
+    )
 
 
 @dataclass

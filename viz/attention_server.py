@@ -16,6 +16,10 @@ embedded in it: the model's description, and for `--html` one prompt's
     POST /api/steps        {"prompt": "...", "layer": 0, "head": 1} -> steps()'s answer
     GET  /api/attention?prompt=...&temperature=1.0                 (the same, for curl)
     GET  /api/steps?prompt=...&layer=0&head=1&switches=no_mask,uniform
+    GET  /api/snapshots    the run's snapshots: [{"step", "val_loss", "sample", "best"}]
+
+With a run's snapshots (`viz.snapshot_explorers`), both API paths take ``"step": N``:
+the answer is then that of the snapshot nearest step N, its own weights.
 
 Both take what-if switches (viz/attention_steps.py `SWITCHES`) for one head:
 ``"layer": 0, "head": 1, "switches": ["no_mask"]``; the answer then holds the switched
@@ -481,6 +485,9 @@ def request_refusal(
     return None
 
 
+SNAPSHOTS_API = "/api/snapshots"  # GET: the run's snapshots (viz.snapshot_explorers)
+
+
 class ExplorerRequestHandler(BaseHTTPRequestHandler):
     """Answers GET / (the page), /api/attention and /api/steps (GET or POST; see the
     module docstring); everything else is 404.
@@ -500,6 +507,9 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         elif url.path in self.server.scripts:
             script = self.server.scripts[url.path]
             self._send(HTTPStatus.OK, script, "text/javascript; charset=utf-8")
+        elif url.path == SNAPSHOTS_API:
+            snapshots = self.server.snapshots
+            self._send_json(HTTPStatus.OK, {"snapshots": snapshots.listing() if snapshots else []})
         elif url.path in API:
             query = parse_qs(url.query, keep_blank_values=True)
             self._answer(url.path, {key: values[0] for key, values in query.items()})
@@ -549,6 +559,9 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         prompt = fields.get("prompt", "")
         layer, head = fields.get("layer", -1), fields.get("head", 0)
         try:
+            if fields.get("step") not in (None, "") and self.server.snapshots is not None:
+                # The model as of that snapshot (the nearest); a ValueError names the fix.
+                explorer = self.server.snapshots.explorer(fields["step"])
             what_if = explorer.what_if(layer, head, fields.get("switches", []))
             if path == "/api/steps":
                 result = explorer.steps(prompt, layer, head, what_if)
@@ -556,6 +569,8 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
                 result = explorer.explain(prompt, fields.get("temperature", 1.0), what_if)
         except PromptError as e:
             self._send_error(HTTPStatus.BAD_REQUEST, str(e), e.message)
+        except ValueError as e:  # a snapshot step the run does not have
+            self._send_error(HTTPStatus.BAD_REQUEST, str(e))
             return
         self._send_json(HTTPStatus.OK, result)
 
@@ -592,6 +607,9 @@ class ExplorerServer(ThreadingHTTPServer):
         explorer: the `AttentionExplorer` that answers /api/attention.
         first_prompt: a prompt the page shows on opening, or None (the page asks).
         lang: "en" or "ko" to open the page in; None follows the browser's language.
+        snapshots: the run's `viz.snapshot_explorers.SnapshotExplorers`, or None: with
+            them, GET /api/snapshots lists them and a request's ``step`` field answers
+            from the snapshot nearest that step.
 
     Raises:
         OSError: if the address cannot be bound (port in use, unknown host), or the
@@ -607,9 +625,11 @@ class ExplorerServer(ThreadingHTTPServer):
         explorer: AttentionExplorer,
         first_prompt: str | None = None,
         lang: str | None = None,
+        snapshots=None,
     ):
         first = explorer.explain(first_prompt) if first_prompt is not None else None
         self.explorer = explorer
+        self.snapshots = snapshots  # a viz.snapshot_explorers.SnapshotExplorers, or None
         page = render_page(explorer.model_info(), first, served=True, lang=lang)
         self.page = page.encode("utf-8")
         template = PAGE_TEMPLATE.read_text(encoding="utf-8")

@@ -1,7 +1,9 @@
 """Training and validation loss against iterations and against wall-clock seconds."""
 
 import warnings
+from pathlib import Path
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from viz.char_labels import code_point_label
@@ -17,13 +19,44 @@ LOSS_TAGS = {
 }
 
 
-def loss_figure(curves: dict[str, ScalarCurve], title: str | None = None) -> Figure:
+REFERENCE_STYLE = {"color": "0.5", "linestyle": "--", "marker": "s", "markersize": 3}
+
+
+def read_reference_curve(path: str | Path) -> ScalarCurve:
+    """A recipe's measured validation curve, shipped as CSV (docs/reference_curves/):
+    ``#`` comment lines, a header ``step,seconds,val_loss``, then one row per evaluation.
+
+    Raises:
+        ValueError: naming the file and the line that is not three numbers.
+    """
+    rows = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#") or line.startswith("step"):
+            continue
+        try:
+            step, seconds, loss = (float(x) for x in line.split(","))
+        except ValueError:
+            raise ValueError(
+                f"{path}:{number}: expected step,seconds,val_loss numbers, got {line!r}"
+            ) from None
+        rows.append((step, seconds, loss))
+    if not rows:
+        raise ValueError(f"{path} holds no step,seconds,val_loss rows")
+    steps, seconds, values = (np.array(column) for column in zip(*rows, strict=True))
+    return ScalarCurve(steps.astype(np.int64), seconds, values)
+
+
+def loss_figure(
+    curves: dict[str, ScalarCurve], title: str | None = None, reference: ScalarCurve | None = None
+) -> Figure:
     """Two panels: loss against iterations (left) and against seconds (right).
 
     Args:
         curves: from `viz.run_events.read_scalar_curves`; the tags of LOSS_TAGS that
             are present are drawn (in nats per character), others are ignored.
         title: a line above the panels, e.g. the run folder.
+        reference: a recipe's measured validation curve (`read_reference_curve`),
+            drawn dashed grey on both panels, or None.
 
     Returns:
         A Figure with two axes; each holds one line per loss tag present, in
@@ -45,6 +78,11 @@ def loss_figure(curves: dict[str, ScalarCurve], title: str | None = None) -> Fig
         curve = curves[tag]
         by_step.plot(curve.steps, curve.values, label=label, **style)
         by_time.plot(curve.seconds, curve.values, label=label, **style)
+    if reference is not None:
+        by_step.plot(
+            reference.steps, reference.values, label="recipe (measured)", **REFERENCE_STYLE
+        )
+        by_time.plot(reference.seconds, reference.values, **REFERENCE_STYLE)
     by_step.set_xlabel("iteration (optimizer step)")
     by_time.set_xlabel("seconds since the run started")
     by_step.set_ylabel("loss (nats per character)")

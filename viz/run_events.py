@@ -19,6 +19,11 @@ back from its event files without TensorBoard.
                           (the same as val/loss when train.eval_tokens covers it)
     samples/fixed_prompt  text: a fixed-seed sample (see `training.run_writer`)
     attention/layer_<l>   image: layer l's attention heatmaps, heads in a near-square grid
+    snapshots/sample      text: at each snapshot (`training.snapshots`), its step,
+                          validation loss and sample from the fixed prompt
+    heads_<measure>/layer_<l>_head_<h>   at each evaluation and snapshot: head h of
+                          layer l's entropy, previous_char, first_position or induction
+                          score (`viz.head_scores`)
     wall_time/<part>_seconds   at each evaluation before the last step and when the
                           run ends: seconds of wall time so far in each part (setup,
                           compile, steps, data, eval, views, checkpoints, other; see
@@ -53,6 +58,9 @@ VAL_FULL_LOSS = "val/full_loss"
 VAL_FULL_BPC = "val/full_bpc"
 SAMPLE_TEXT = "samples/fixed_prompt"
 ATTENTION_IMAGE = "attention/layer_{layer}"
+SNAPSHOT_TEXT = "snapshots/sample"
+HEAD_SCORE = "heads_{measure}/layer_{layer}_head_{head}"
+HEAD_SCORE_TAG = re.compile(r"heads_(\w+?)/layer_(\d+)_head_(\d+)")
 # Under a prefix that sorts after val/: TensorBoard orders tag groups by name, so
 # SCALARS opens on train/ and val/, not on the bookkeeping.
 TIME_PART = "wall_time/{part}_seconds"

@@ -1,0 +1,125 @@
+"""The page at a snapshot (viz/snapshot_explorers.py, viz/attention_server.py): it
+shows exactly what a forward pass of that snapshot's weights gives; explore_attention.py
+--at-step picks the nearest snapshot."""
+
+import dataclasses
+import json
+import shutil
+import threading
+import urllib.request
+
+import pytest
+import torch
+
+import explore_attention
+from model import GPT, GPTConfig
+from model.checkpoint import load_checkpoint, model_from_checkpoint
+from training.snapshots import SnapshotKeeper
+from viz.attention_server import AttentionExplorer, ExplorerServer
+from viz.attention_weights import attention_and_next_logits
+from viz.snapshot_explorers import SnapshotExplorers
+from viz.snapshots import SNAPSHOTS_DIR
+
+VOCAB = list(" abcdefgh")
+PROMPT = "abcab ha"
+
+
+def make_run(folder, steps=(5, 50)) -> dict[int, GPT]:
+    """A run folder holding one snapshot per step, each of a differently seeded tiny GPT
+    (float32 weights rounded to float16 as a snapshot stores them)."""
+    config = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=len(VOCAB))
+    keeper = SnapshotKeeper(folder, max_iters=max(steps), count=0, start=0)
+    keeper.count = 1  # take exactly the steps given
+    models = {}
+    for step in steps:
+        torch.manual_seed(step)
+        model = GPT(config)
+        contents = {
+            "model_config": dataclasses.asdict(config),
+            "vocab": VOCAB,
+            "normalization": "none",
+            "iter_num": step,
+        }
+        keeper.take(step, contents, model, 4.0 - step / 100, 8192, f"sample {step}", step == 50)
+        models[step] = model
+    return models
+
+
+@pytest.fixture
+def served(tmp_path):
+    models = make_run(tmp_path)
+    path = tmp_path / SNAPSHOTS_DIR / "step_0000005.pt"
+    first, tokenizer = model_from_checkpoint(load_checkpoint(path))
+    snapshots = SnapshotExplorers(tmp_path, torch.device("cpu"))
+    server = ExplorerServer(
+        ("127.0.0.1", 0), AttentionExplorer(first, tokenizer, "x"), snapshots=snapshots
+    )
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield tmp_path, models, server.url
+    server.shutdown()
+    server.server_close()
+
+
+def ask(url: str, path: str, payload: dict | None = None) -> dict:
+    data = None if payload is None else json.dumps(payload).encode()
+    with urllib.request.urlopen(urllib.request.Request(url + path, data=data), timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_the_page_at_a_snapshot_is_that_snapshots_forward_pass(served):
+    folder, models, url = served
+    listing = ask(url, "api/snapshots")["snapshots"]
+    assert [(s["step"], s["sample"], s["best"]) for s in listing] == [
+        (5, "sample 5", False),
+        (50, "sample 50", True),
+    ]
+    assert listing[1]["val_loss"] == pytest.approx(3.5)
+    answer = ask(url, "api/attention", {"prompt": PROMPT, "step": 40})  # nearest: 50
+    snapshot = load_checkpoint(folder / SNAPSHOTS_DIR / "step_0000050.pt")
+    model, tokenizer = model_from_checkpoint(snapshot)
+    weights, logits = attention_and_next_logits(
+        model, torch.tensor(tokenizer.encode(PROMPT).astype("int64"))
+    )
+    torch.testing.assert_close(torch.tensor(answer["weights"]), weights, rtol=0, atol=1e-6)
+    torch.testing.assert_close(torch.tensor(answer["logits"]), logits, rtol=0, atol=1e-5)
+    # The stored weights are the trained ones rounded to float16.
+    emb = models[50].token_embedding.weight.detach()
+    assert torch.equal(model.token_embedding.weight, emb.half().float())
+    early = ask(url, "api/attention", {"prompt": PROMPT, "step": 1})  # nearest: 5
+    assert early["weights"] != answer["weights"]
+    assert ask(url, "api/attention", {"prompt": PROMPT})["weights"] == early["weights"]
+    steps = ask(url, "api/steps", {"prompt": PROMPT, "layer": 0, "head": 1, "step": 50})
+    assert steps == json.loads(
+        json.dumps(AttentionExplorer(model, tokenizer, "x").steps(PROMPT, 0, 1), ensure_ascii=False)
+    )
+
+
+def test_at_step_picks_the_nearest_snapshot(tmp_path, capsys):
+    make_run(tmp_path)
+    shutil.copy(tmp_path / SNAPSHOTS_DIR / "step_0000050.pt", tmp_path / "ckpt.pt")
+    argv = ["--out-dir", str(tmp_path), "--prompt", PROMPT, "--layer", "0", "--head", "0"]
+    assert explore_attention.main([*argv, "--at-step", "30", "--steps"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("snapshot at step 50 (val loss 3.500 nats/char)")
+    assert "step_0000050.pt: layer 0" in out
+    html = tmp_path / "page.html"
+    png = tmp_path / "a.png"
+    assert (
+        explore_attention.main([*argv, "--at-step", "0", "--html", str(html), "--png", str(png)])
+        == 0
+    )
+    assert "snapshot at step 5 " in capsys.readouterr().out and html.is_file()
+
+
+def test_at_step_without_snapshots_says_how_to_have_them(tmp_path, capsys):
+    make_run(tmp_path)
+    (tmp_path / SNAPSHOTS_DIR / "index.json").unlink()
+    argv = [
+        "--out-dir",
+        str(tmp_path),
+        "--checkpoint",
+        str(tmp_path / SNAPSHOTS_DIR / "step_0000005.pt"),
+    ]
+    assert explore_attention.main([*argv, "--prompt", PROMPT, "--at-step", "3"]) == 2
+    assert "train.snapshots" in capsys.readouterr().err
