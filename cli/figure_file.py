@@ -5,6 +5,7 @@ checked before any work, and named as it will be written.
     error = save_figure(fig, png, dpi)                    # "" once written
 """
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -52,5 +53,6 @@ def save_figure(fig, png: Path, dpi: int) -> str:
     except OSError as e:
         return f"error: --png: cannot write {png}: {e.strerror or e}"
     finally:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # e.g. under a file: nothing was written
+            partial.unlink(missing_ok=True)
     return ""

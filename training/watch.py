@@ -95,7 +95,8 @@ class RunWatch:
             val_chars = min(t.cfg.train.eval_tokens, len(t.corpus.val_ids))
         else:
             batch = t.evaluator.batch_size
-            val_loss = mean_windows_loss(model, self.windows, batch, t.device, t.autocast)
+            windows = self.windows.batches(batch)
+            val_loss = mean_windows_loss(model, windows, t.device, t.autocast)
             val_chars = SNAPSHOT_VAL_TOKENS
         views = t.report.views
         sample = views.sample(model) if views is not None and views.sample_prompt else ""

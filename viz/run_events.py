@@ -21,7 +21,7 @@ back from its event files without TensorBoard.
     attention/layer_<l>   image: layer l's attention heatmaps, heads in a near-square grid
     snapshots/sample      text: at each snapshot (`training.snapshots`), its step,
                           validation loss and sample from the fixed prompt
-    heads_<measure>/layer_<l>_head_<h>   at each evaluation and snapshot: head h of
+    per_head_<measure>/layer_<l>_head_<h> at each evaluation and snapshot: head h of
                           layer l's entropy, previous_char, first_position or induction
                           score (`viz.head_scores`)
     wall_time/<part>_seconds   at each evaluation before the last step and when the
@@ -59,8 +59,8 @@ VAL_FULL_BPC = "val/full_bpc"
 SAMPLE_TEXT = "samples/fixed_prompt"
 ATTENTION_IMAGE = "attention/layer_{layer}"
 SNAPSHOT_TEXT = "snapshots/sample"
-HEAD_SCORE = "heads_{measure}/layer_{layer}_head_{head}"
-HEAD_SCORE_TAG = re.compile(r"heads_(\w+?)/layer_(\d+)_head_(\d+)")
+HEAD_SCORE = "per_head_{measure}/layer_{layer}_head_{head}"
+HEAD_SCORE_TAG = re.compile(r"per_head_(\w+?)/layer_(\d+)_head_(\d+)")
 # Under a prefix that sorts after val/: TensorBoard orders tag groups by name, so
 # SCALARS opens on train/ and val/, not on the bookkeeping.
 TIME_PART = "wall_time/{part}_seconds"

@@ -86,11 +86,11 @@ def test_head_scores_and_snapshot_samples_reach_tensorboard(straight_run):
     scalars = read_scalars(straight_run)
     steps = [e["step"] for e in read_snapshot_index(straight_run)]
     for measure in ("entropy", "previous_char", "first_position", "induction"):
-        logged = scalars[f"heads_{measure}/layer_1_head_1"]
+        logged = scalars[f"per_head_{measure}/layer_1_head_1"]
         assert sorted({s for s, _ in logged}) == sorted({*steps, 3, 6, 9, 10})
     # A uniform row i has entropy ln(i + 1): no head's mean over 32 rows exceeds that mean.
     bound = sum(math.log(i + 1) for i in range(32)) / 32
-    assert all(0 <= v <= bound + 1e-5 for _, v in scalars["heads_entropy/layer_0_head_0"])
+    assert all(0 <= v <= bound + 1e-5 for _, v in scalars["per_head_entropy/layer_0_head_0"])
     acc = EventAccumulator(str(straight_run), size_guidance={"tensors": 0})
     acc.Reload()
     texts = {

@@ -63,7 +63,9 @@ def served(tmp_path):
 
 def ask(url: str, path: str, payload: dict | None = None) -> dict:
     data = None if payload is None else json.dumps(payload).encode()
-    with urllib.request.urlopen(urllib.request.Request(url + path, data=data), timeout=10) as r:
+    headers = {"Content-Type": "application/json"}  # the server refuses other POSTs
+    request = urllib.request.Request(url + path, data=data, headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as r:
         return json.loads(r.read())
 
 

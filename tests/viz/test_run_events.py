@@ -320,7 +320,8 @@ def test_scalars_open_on_the_training_and_validation_losses(run):
     _, result = run
     acc = read_events(result.out_dir)
     groups = tag_groups(acc.Tags()["scalars"])
-    assert list(groups) == ["loss", "train", "val", "wall_time"]
+    heads = [f"per_head_{m}" for m in ("entropy", "first_position", "induction", "previous_char")]
+    assert list(groups) == ["loss", *heads, "train", "val", "wall_time"]
     assert groups["loss"] == [LOSS_TRAIN, LOSS_VAL]
     for copy, tag in ((LOSS_TRAIN, TRAIN_LOSS), (LOSS_VAL, VAL_LOSS)):
         pairs = [(e.step, e.value) for e in acc.Scalars(copy)]
