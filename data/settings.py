@@ -27,11 +27,11 @@ def setting(
     resume_may_change: bool = False,
 ):
     """A config field with its rules beside it, kept in ``field(metadata=...)``; the run
-    config's validator and the README's table read them (`training.config`).
+    config's validator and docs/configuration.md's table read them (`training.config`).
 
     Args:
         default: the value when nothing sets it.
-        doc: what the key means (the README's configuration table).
+        doc: what the key means (docs/configuration.md's table).
         bounds: the values allowed, as an interval (``"[0, 1)"``, ``"(0, 1]"``) or one
             bound (``"> 0"``, ``">= 0"``); null, where the type allows it, is never out.
         note: said in parentheses after the bounds when a value is out of them,
