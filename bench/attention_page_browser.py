@@ -25,7 +25,7 @@ Needs Chromium, its driver and selenium; on Debian or Ubuntu:
 
 Without them it says what is missing and exits 0. tests/viz/test_attention_page_browser.py
 runs the same checks on a tiny model (and skips where the browser is missing).
-docs/attention_page.png was made with this script (see README.md, "Look inside").
+docs/attention_page.png was made with this script (see docs/attention_walkthrough.md).
 """
 
 import argparse

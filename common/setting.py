@@ -1,7 +1,7 @@
 """`setting`: a config field with its rules beside it, what every section of a run
 config is made of (`model.config.GPTConfig`, `data.settings.DataConfig`,
 `training.settings.TrainConfig`). `training.config` checks the rules when a run
-starts, and the README's configuration table is generated from them.
+starts, and docs/configuration.md's table is generated from them.
 """
 
 from dataclasses import field
@@ -18,11 +18,11 @@ def setting(
     resume_may_change: bool = False,
 ):
     """A config field with its rules beside it, kept in ``field(metadata=...)``; the run
-    config's validator and the README's table read them (`training.config`).
+    config's validator and docs/configuration.md's table read them (`training.config`).
 
     Args:
         default: the value when nothing sets it.
-        doc: what the key means (the README's configuration table).
+        doc: what the key means (docs/configuration.md's table).
         bounds: the values allowed, as an interval (``"[0, 1)"``, ``"(0, 1]"``) or one
             bound (``"> 0"``, ``">= 0"``); null, where the type allows it, is never out.
         note: said in parentheses after the bounds when a value is out of them,

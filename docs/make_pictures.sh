@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Regenerates the pictures shipped in docs/ with the README's own commands. Every run
-# and every file it makes goes under runs/docs_pictures/ (replaced on each call); only
+# Regenerates the pictures shipped in docs/ with the commands of the README and
+# docs/attention_walkthrough.md. Every run and every file it makes goes under
+# runs/docs_pictures/ (replaced on each call); only
 # the finished pictures are copied into docs/.
 #
 #   bash docs/make_pictures.sh          # from the repository root; about 15 minutes on 2 cores
 #
 # docs/attention_layer0.png  explore_attention.py on a 600-step run of the CPU recipe
-# docs/attention_page.png    the attention page in headless Chromium, on the README's
+# docs/attention_page.png    the attention page in headless Chromium, on the
 #                            Korean walkthrough model (data/korean_sample), down to the steps
 # docs/attention_steps.png   its steps of layer 3, head 0, the weight of 먹 on 면 derived,
 #                            in a 1200 x 1150 px viewport (both need chromium,

@@ -77,7 +77,7 @@ def auto_dtype(device: torch.device) -> torch.dtype:
 def unsupported_dtype(dtype: torch.dtype, device: torch.device) -> str | None:
     """Why ``device`` cannot compute in ``dtype`` (as words that follow "dtype X:"), or
     None if it can. CPUs run every dtype (bfloat16 and float16 pay off only where the CPU
-    has instructions for them; README.md says how to tell)."""
+    has instructions for them; docs/precision.md says how to tell)."""
     if dtype != torch.bfloat16:
         return None
     if device.type == "cuda" and not cuda_has_bfloat16():

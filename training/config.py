@@ -74,14 +74,14 @@ class ConfigError(ValueError):
 
 
 def _show(value) -> str:
-    """A default as the README's table shows it."""
+    """A default as docs/configuration.md's table shows it."""
     if value is None or isinstance(value, bool):
         return f"`{yaml.safe_dump(value).splitlines()[0]}`"
     return f"`{value}`" if value != "" else '`""`'
 
 
 def _allowed(hint, rules: dict) -> str:
-    """The values a key takes, as the README's table shows them: choices, type, bounds."""
+    """The values a key takes, as the configuration table shows them: choices, type, bounds."""
     args = typing.get_args(hint)
     if typing.get_origin(hint) is Literal:
         return ", ".join(f"`{a}`" for a in args)
@@ -97,7 +97,7 @@ def _allowed(hint, rules: dict) -> str:
 
 def config_reference() -> str:
     """Every config key with its default, allowed values and meaning, as the Markdown
-    table in README.md (generated here, so each key is documented once: beside its
+    table in docs/configuration.md (generated here, so each key is documented once: beside its
     field). ``python train.py --help-config`` prints it."""
     rows = ["| key | default | values | meaning |", "|---|---|---|---|"]
     hints = _field_types()
@@ -286,7 +286,7 @@ def build_config(values: dict, problems: list[str] | None = None) -> RunConfig:
 
 def config_fields() -> dict[str, dataclasses.Field]:
     """Every settable dotted key with its dataclass field, whose metadata holds the
-    key's rules (`common.setting.setting`), in the README table's order."""
+    key's rules (`common.setting.setting`), in the configuration table's order."""
     fields = {f.name: f for f in dataclasses.fields(RunConfig) if f.name not in SECTIONS}
     for section, cls in SECTIONS.items():
         fields.update({f"{section}.{f.name}": f for f in dataclasses.fields(cls)})

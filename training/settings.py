@@ -6,8 +6,8 @@ Each field carries its rules beside it (`common.setting.setting`): its meaning, 
 values allowed (its type, its choices as a ``Literal``, its ``bounds``) and whether it
 is a hyperparameter. `training.config` validates a config by reading them (relations
 between keys, such as n_embd divisible by n_head, are in its `relations`), and
-``python train.py --help-config`` prints the table made from them, which README.md
-shows. A new key is one field here (or in `data.settings.DataConfig` or
+``python train.py --help-config`` prints the table made from them, which
+docs/configuration.md shows. A new key is one field here (or in `data.settings.DataConfig` or
 `model.config.GPTConfig`).
 """
 

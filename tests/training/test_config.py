@@ -167,11 +167,11 @@ def test_quoted_override_values_are_text():
 
 
 def test_readme_configuration_table_is_the_generated_one():
-    """Each key is documented once, beside its field; README.md shows the table made
-    from those (python train.py --help-config), so no key is missing or stale."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert with_generated_table(readme) == readme, (
-        "README.md's configuration table is not the generated one: "
+    """Each key is documented once, beside its field; docs/configuration.md shows the
+    table made from those (python train.py --help-config), so no key is missing or stale."""
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert with_generated_table(page) == page, (
+        "docs/configuration.md's table is not the generated one: "
         "run `python docs/make_config_table.py`"
     )
     documented = {row.split("`")[1] for row in config_reference().splitlines()[2:]}
@@ -190,13 +190,13 @@ def test_make_config_table_replaces_only_the_lines_between_the_markers():
 
 
 def test_korean_guide_key_table_agrees_with_the_generated_one():
-    """README.ko.md shows a shorter table of the common keys in Korean; its keys exist
-    and its defaults are the generated table's, so the two guides cannot drift apart."""
+    """docs/configuration.ko.md shows a shorter table of the common keys in Korean; its
+    keys exist and its defaults are the generated table's, so the two cannot drift apart."""
     generated = {}
     for row in config_reference().splitlines()[2:]:
         cells = row.split(" | ")
         generated[cells[0].strip("| `")] = cells[1]
-    text = (ROOT / "README.ko.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "configuration.ko.md").read_text(encoding="utf-8")
     begin = text.index("\n", text.index("<!-- 아래 키와 기본값은")) + 1
     rows = text[begin : text.index("\n\n", begin)].splitlines()[2:]
     assert len(rows) >= 10
@@ -204,9 +204,9 @@ def test_korean_guide_key_table_agrees_with_the_generated_one():
         key_cell, default_cell = row.split(" | ")[:2]
         keys = re.findall(r"`([^`]+)`", key_cell)
         defaults = re.findall(r"`[^`]*`", default_cell)
-        assert keys and set(keys) <= set(generated), f"README.ko.md: unknown key in {row!r}"
+        assert keys and set(keys) <= set(generated), f"configuration.ko.md: unknown key in {row!r}"
         if defaults:  # a default given in words ("Tiny Shakespeare") is not compared
-            assert defaults == [generated[key] for key in keys], f"README.ko.md: {row!r}"
+            assert defaults == [generated[key] for key in keys], f"configuration.ko.md: {row!r}"
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)

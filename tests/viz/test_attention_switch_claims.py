@@ -1,4 +1,4 @@
-"""What the README and the page say about the what-if switches, held to the model: no
+"""What the walkthrough and the page say about the what-if switches, held to the model: no
 causal mask in the last layer leaves the next character as it was (the last character
 already sees every other); in layer 0 it changes the likeliest next character of some
 earlier row, and the page's answer names exactly those rows; a switch changes that one
