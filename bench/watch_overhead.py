@@ -13,6 +13,7 @@ while the time inside the watch is measured directly. Then times the page's answ
 snapshot (loading it, then a prompt). Prints a table.
 """
 
+import argparse
 import sys
 import tempfile
 import time
@@ -43,7 +44,12 @@ def timed(method, spent: list[float]):
     return wrapper
 
 
-def main(overrides: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("set", nargs="*", help="section.key=value settings of the run")
+    overrides = parser.parse_args(argv).set
     spent: list[float] = []
     RunWatch.after_step = timed(RunWatch.after_step, spent)
     RunWatch.end_lines = timed(RunWatch.end_lines, spent)
@@ -71,4 +77,4 @@ def main(overrides: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
