@@ -80,7 +80,8 @@ class RunWatch:
     def log_head_scores(self, writer, step: int, model: GPT) -> None:
         """Each head's four scores (`viz.head_scores.MEASURES`) to TensorBoard."""
         device = next(model.parameters()).device
-        scores = head_scores(model, self.text_ids.to(device), self.repeat_ids.to(device))
+        with self.trainer.autocast():  # the run's precision, as every other forward pass
+            scores = head_scores(model, self.text_ids.to(device), self.repeat_ids.to(device))
         for measure, table in scores.items():
             for (layer, head), value in np.ndenumerate(table.numpy()):
                 tag = HEAD_SCORE.format(measure=measure, layer=layer, head=head)
