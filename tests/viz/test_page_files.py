@@ -44,7 +44,10 @@ def test_the_server_answers_each_script_and_nothing_else(tmp_path):
                 assert response.headers["Content-Type"] == "text/javascript; charset=utf-8"
                 assert response.read().decode("utf-8") == text
         request = urllib.request.Request(
-            server.url + "api/attention", data=b'{"prompt": ""}', method="POST"
+            server.url + "api/attention",
+            data=b'{"prompt": ""}',
+            method="POST",
+            headers={"Content-Type": "application/json"},
         )
         status, answer = fetch(request)  # a refusal: English text, and its message
         assert status == 400 and answer["message"] == {"key": "error.empty", "args": {}}
