@@ -246,13 +246,13 @@ class AttentionExplorer:
             PromptError: for an unknown switch, or a layer, head or neuron out of range.
         """
         names = check_switches(switches)
-        if not names:
-            return None
-        config = self.model.config
         if "zero_neuron" in names:
             neuron = check_index(neuron, "neuron", self.model.blocks[0].mlp.up_proj.out_features)
         elif neuron is not None:
             raise PromptError('a neuron is for the switch "zero_neuron": add it, or drop neuron')
+        if not names:
+            return None
+        config = self.model.config
         return WhatIf(
             check_index(layer, "layer", config.n_layer),
             check_index(head, "head", config.n_head),

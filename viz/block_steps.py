@@ -140,7 +140,9 @@ def neuron_derivation(model: GPT, record: ForwardRecord, layer: int, row: int, n
         products + bias (float64), "pre": the model's up-projection value, "act": the
         model's activation value, "activation": "gelu" or "relu2", "w_down": (C,) the
         neuron's column of W_down, "write": (C,) act · w_down, what this neuron adds to
-        the MLP's output at row}``. sum and pre differ only by float32 rounding.
+        the MLP's output at row, "zeroed": True when the record's what-if set this
+        neuron (or the whole MLP's output) to 0, so act (or the write) is not the
+        activation of sum}``. sum and pre differ only by float32 rounding.
 
     Raises:
         ValueError: for a layer, row or neuron out of range.
@@ -174,4 +176,13 @@ def neuron_derivation(model: GPT, record: ForwardRecord, layer: int, row: int, n
         "activation": model.config.activation,
         "w_down": w_down,
         "write": act.detach().cpu() * w_down,
+        "zeroed": zeroed(record, layer, neuron),
     }
+
+
+def zeroed(record: ForwardRecord, layer: int, neuron: int) -> bool:
+    """Whether ``record``'s what-if zeroed ``neuron`` of ``layer`` or that layer's MLP."""
+    what_if = record.what_if
+    if what_if is None or what_if.layer != layer:
+        return False
+    return "zero_mlp" in what_if.switches or what_if.neuron == neuron

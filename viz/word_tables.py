@@ -87,7 +87,7 @@ def word_weights(weights: torch.Tensor, spans: list[tuple[int, int]]) -> torch.T
 
 
 RULE = (
-    "per word: a space belongs to the word before it; a word's row is the mean of its "
+    "a space belongs to the word before it; a word's row is the mean of its "
     "characters' rows, a word's column the sum of its characters' columns (so each row "
     "still sums to 1)"
 )
