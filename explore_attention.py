@@ -31,6 +31,9 @@ predicted next character, and what each layer would predict next. The numbers ar
 page's (viz/attention_steps.py, viz/steps_extras.py): one eval-mode forward pass of the
 real weights. --switches shows a what-if pass instead (see the page's switches; the
 block's zero_head, zero_mlp, and zero_neuron with --neuron).
+
+--lang ko or en: the language of --steps (default English) and of the page (default the
+browser's; the page has a switch too). Both read one catalogue, viz/page/messages.json.
 """
 
 import argparse
@@ -56,6 +59,7 @@ from viz.block_steps import block_steps
 from viz.char_labels import visible_char
 from viz.head_projections import projection_steps
 from viz.logit_lens import layer_predictions
+from viz.messages import LANGUAGES, say
 from viz.steps_extras import EXTRAS, extras_json
 from viz.steps_text import (
     format_attribution,
@@ -146,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="--steps: the MLP neuron to work out, ROW,NEURON such as 3,17 (default: the "
         "last character's most active neuron)",
     )
+    p.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default=None,
+        help="language of --steps (default en) and of the page (default: the browser's)",
+    )
     p.add_argument("--serve", action="store_true", help="serve the web page until Ctrl-C")
     p.add_argument(
         "--host",
@@ -188,7 +198,7 @@ def check_modes(args: argparse.Namespace) -> None:
 
 
 def open_server(
-    host: str, port: int, explorer: AttentionExplorer, prompt: str | None
+    host: str, port: int, explorer: AttentionExplorer, prompt: str | None, lang: str | None = None
 ) -> ExplorerServer:
     """Bind the page's server (not yet answering: see `serve`).
 
@@ -197,7 +207,7 @@ def open_server(
             ``prompt`` cannot be shown (the page's message).
     """
     try:
-        return ExplorerServer((host, port), explorer, prompt)
+        return ExplorerServer((host, port), explorer, prompt, lang)
     except OSError as e:
         raise ValueError(
             f"cannot listen on {host}:{port} ({e.strerror or e}); "
@@ -251,27 +261,22 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
         return 2
     lens = layer_predictions(explorer.model, record, top_k=5)
     chars = explorer.tokenizer.chars
+    lang = args.lang or "en"
     try:
         for note in notes:
-            print(note)
+            print(say(note, lang))
         n_layer, n_head = config.n_layer, config.n_head
-        print(f"{path}: layer {layer} of 0..{n_layer - 1}, head {head} of 0..{n_head - 1}")
+        where = {"path": path, "layer": layer, "head": head}
+        print(say("cli.where", lang, **where, last_layer=n_layer - 1, last_head=n_head - 1))
         if what_if is not None:
-            print(f"WHAT-IF, not what the model computes: {what_if.describe()}")
-        print(
-            "One eval-mode forward pass of the model's weights (no dropout). Numbers are "
-            f"rounded to {args.decimals} decimals; −∞ is the mask before the softmax, 0 the "
-            "weight after it. Rows: the prompt's characters."
-        )
+            print(say("cli.whatif", lang, what=what_if.describe(lang)))
+        print(say("cli.honest", lang, decimals=args.decimals))
         print()
-        print(format_steps(steps, prompt, args.decimals, args.columns))
+        print(format_steps(steps, prompt, args.decimals, args.columns, lang))
         print()
         print_extras(explorer, extras, record, prompt, layer, head, args)
-        print(
-            f"What each layer would predict after {visible_char(prompt[-1])!r} (position "
-            f"{len(prompt) - 1}): final norm and LM head on the residual stream after each "
-            "block (the logit lens); the last block's is the model's prediction"
-        )
+        position = len(prompt) - 1
+        print(say("cli.lens", lang, char=repr(visible_char(prompt[-1])), position=position))
         for layer_index, (top, probs) in enumerate(
             zip(lens["ids"], lens["probabilities"], strict=True)
         ):
@@ -279,7 +284,7 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
                 f"{visible_char(chars[i])} {p:.{args.decimals}f}"
                 for i, p in zip(top[-1], probs[-1], strict=True)
             )
-            print(f"  after block {layer_index}: {shown}")
+            print("  " + say("cli.after_block", lang, layer=layer_index, shown=shown))
     except BrokenPipeError:  # e.g. `| head`: the reader left, nothing to report
         discard_stdout()
     return 0
@@ -291,18 +296,19 @@ def print_extras(
     """--steps, after the attention's steps: the tables per word (for a prompt with
     spaces), the head's W_q, W_k, W_v and a cell of X·W_q, the rest of the block and a
     neuron, and what each part pushes on the predicted next character."""
-    decimals, columns = args.decimals, args.columns
+    decimals, columns, lang = args.decimals, args.columns, args.lang or "en"
+    options = (decimals, columns, lang)
     sections = []
     if len(extras["words"]["words"]) > 1:
-        sections.append(format_words(extras["words"], decimals, columns))
+        sections.append(format_words(extras["words"], *options))
     projections = extras["projections"]
-    sections.append(format_columns(projections["columns"], head, decimals, columns))
+    sections.append(format_columns(projections["columns"], head, *options))
     chapter_form = projection_steps(explorer.model, record, layer, head)
-    sections.append(format_steps(chapter_form, prompt, decimals, columns))
-    sections.append(format_cell(extras["cell"], prompt, decimals, columns))
-    sections.append(format_block(block_steps(record, layer), prompt, decimals, columns))
-    sections.append(format_neuron(extras["neuron_cell"], prompt, decimals, columns))
-    sections.append(format_attribution(extras["attribution"], max(decimals, 3)))
+    sections.append(format_steps(chapter_form, prompt, *options))
+    sections.append(format_cell(extras["cell"], prompt, *options))
+    sections.append(format_block(block_steps(record, layer), prompt, *options))
+    sections.append(format_neuron(extras["neuron_cell"], prompt, *options))
+    sections.append(format_attribution(extras["attribution"], max(decimals, 3), lang))
     for section in sections:
         print(section)
         print()
@@ -322,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             model.to(device), tokenizer, str(path), run_prompts(checkpoint.get("config"))
         )
         if args.serve:  # a --prompt is the page's first; one too long is cropped there
-            return serve(open_server(args.host, args.port, explorer, args.prompt))
+            return serve(open_server(args.host, args.port, explorer, args.prompt, args.lang))
         if args.steps:
             return print_steps(explorer, args, path)
         args.prompt = tokenizer.normalize(args.prompt)  # the characters the model reads
@@ -355,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         html = Path(args.html)
         html.parent.mkdir(parents=True, exist_ok=True)
         result, steps = explorer.explain(args.prompt), explorer.all_steps(args.prompt)
-        page = render_page(explorer.model_info(), result, served=False, steps=steps)
+        info = explorer.model_info()
+        page = render_page(info, result, served=False, steps=steps, lang=args.lang)
         html.write_text(page, encoding="utf-8")
     which = f"head {args.head}" if args.head is not None else f"average of {n_head} heads"
     rows = f"{len(png_layers)} layer" + ("s" if len(png_layers) != 1 else "")

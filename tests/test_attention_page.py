@@ -41,6 +41,8 @@ from viz.attention_server import (
 from viz.attention_steps import BLOCK_SWITCHES, SWITCHES, attention_steps, record_forward
 from viz.attention_table import format_attention_table, format_steps
 from viz.attention_weights import prompt_attention, select_head
+from viz.messages import Message, say
+from viz.page_files import SCRIPT_TAG, page_scripts
 
 ENGLISH = "To be, or not"
 # Anything that would fetch or link from the network: a URL scheme, an attribute that
@@ -174,7 +176,7 @@ def test_bad_prompts_get_the_documented_messages(run):
     long = "To be, or not to be"
     status, answer = post(url, {"prompt": long})
     assert status == 200 and answer["prompt"] == long[-16:]
-    assert answer["notes"] == [
+    assert [say(Message(**note)) for note in answer["notes"]] == [
         "The prompt has 19 characters, more than the model's block_size (16): showing its "
         "last 16, the ones the model uses to predict the next character."
     ]
@@ -184,7 +186,8 @@ def test_bad_prompts_get_the_documented_messages(run):
 def test_the_server_serves_the_page_and_nothing_from_the_file_system(run):
     _, path, url = run
     status, page = fetch(url)
-    assert status == 200 and EXTERNAL.search(page) is None
+    # Its only src= are its own scripts, asked of this server (tests/test_attention_page_files.py).
+    assert status == 200 and EXTERNAL.search(SCRIPT_TAG.sub("", page)) is None
     data = embedded_data(page)
     assert data["served"] is True and data["result"] is None and data["steps"] is None
     presets = data["model"].pop("presets")
@@ -222,7 +225,8 @@ def test_the_server_serves_the_page_and_nothing_from_the_file_system(run):
 
 def test_user_text_never_becomes_html():
     # The page inserts text with textContent only: no API that parses a string as HTML.
-    script = PAGE_TEMPLATE.read_text(encoding="utf-8")
+    template = PAGE_TEMPLATE.read_text(encoding="utf-8")
+    script = template + "".join(page_scripts(template).values())
     for parser in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert parser not in script
     # And the embedded JSON cannot close its <script> block early.

@@ -15,7 +15,7 @@ from test_attention_explorer import sharp_model as sharp_gpt2
 from conftest import sharp_model
 from data.tokenizer import CharTokenizer
 from model import causal_mask, explicit_attention, record_attention
-from viz.attention_presets import CHAPTER_SENTENCES, prompt_presets
+from viz.attention_presets import CHAPTER_SENTENCES, LATER_SENTENCES, prompt_presets
 from viz.attention_server import AttentionExplorer, PromptError
 from viz.attention_steps import (
     CHAPTER_STEPS,
@@ -28,6 +28,7 @@ from viz.attention_steps import (
 )
 from viz.attention_weights import attention_and_next_logits
 from viz.logit_lens import layer_logits, layer_predictions
+from viz.messages import say
 
 MODERN = {"position": "rope", "norm": "rmsnorm", "qk_norm": True, "bias": False}
 
@@ -140,13 +141,13 @@ def test_the_steps_follow_the_chapters_and_hold_the_recorded_tensors(model):
     # Which of QK-norm and RoPE the model applies is said on Q's table.
     config = model.config
     if config.position == "rope":
-        assert by_key["q"].title == (
+        assert say(by_key["q"].title) == (
             "Q: the queries, then QK-norm (each head's q and k divided by their root mean "
             "square), then RoPE (each channel pair rotated by the character's position)"
         )
     else:
-        assert by_key["q"].title.startswith("Q: the queries, no QK-norm and no RoPE in this")
-    assert f"d_k = {config.head_size}" in by_key["scaled"].title
+        assert say(by_key["q"].title).startswith("Q: the queries, no QK-norm and no RoPE in this")
+    assert f"d_k = {config.head_size}" in say(by_key["scaled"].title)
     with pytest.raises(ValueError, match="head must be in 0..2"):
         attention_steps(record, 0, 3)
     with pytest.raises(ValueError, match="layer must be in 0..1"):
@@ -299,7 +300,10 @@ def test_what_if_answers_carry_the_models_own_numbers_to_compare():
 def test_presets_offer_the_chapters_sentences_the_vocabulary_holds(korean_path):
     korean = CharTokenizer.from_text(korean_path.read_text(encoding="utf-8"))
     presets = prompt_presets(korean, 128, ("To be, or not to be", "새가 하늘을 날았다", "ROMEO:"))
-    assert [p["text"] for p in presets] == list(CHAPTER_SENTENCES)  # the run's are not Korean
+    # The run's are not Korean; 배 later in a sentence follows the chapters' own.
+    assert [p["text"] for p in presets] == list(CHAPTER_SENTENCES + LATER_SENTENCES)
+    assert [p["source"] for p in presets] == ["chapter"] * 6 + ["later"] * 3
+    assert all(p["text"].index("배") > 0 for p in presets if p["source"] == "later")
     missing = {p["text"]: p["missing"] for p in presets}
     assert missing["배를 탔다"] == ["탔"]  # the sample never has 탔
     assert all(not m for text, m in missing.items() if text != "배를 탔다")

@@ -125,7 +125,14 @@ def test_zeroing_the_mlp_or_a_neuron_removes_exactly_its_write(model):
         assert torch.equal(no_mlp.logits, model.head(own.layers[last]["residual_mid"]))
     neuron = 11
     one = record_forward(model, ids, WhatIf(0, 0, ("zero_neuron",), neuron))
-    assert "MLP neuron 11's activation set to 0" in one.what_if.describe()
+    assert one.what_if.describe() == (
+        "layer 0: one MLP neuron's activation set to 0: its column of W_down writes "
+        "nothing (neuron 11)"
+    )
+    assert one.what_if.describe("ko") == (
+        "0층: MLP 뉴런 하나의 활성화를 0으로: 그 뉴런의 W_down 열이 아무것도 쓰지 "
+        "않습니다 (11번 뉴런)"
+    )
     kept, was = one.layers[0], own.layers[0]
     assert not kept["act"][0, :, neuron].any()
     assert torch.equal(kept["up"], was["up"])  # only the activation is zeroed

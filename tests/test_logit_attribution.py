@@ -9,7 +9,8 @@ from test_attention_explorer import sharp_model as sharp_gpt2
 
 from conftest import sharp_model
 from viz.attention_steps import WhatIf, record_forward
-from viz.logit_attribution import FROZEN_NORM, head_writes, logit_attribution, residual_parts
+from viz.logit_attribution import head_writes, logit_attribution, residual_parts
+from viz.messages import say
 
 MODERN = {"position": "rope", "norm": "rmsnorm", "qk_norm": True, "bias": False}
 
@@ -63,7 +64,8 @@ def test_the_pushes_add_up_to_the_logit_with_the_norm_frozen(model):
     frozen = norm.weight.detach().double() * centred / answer["divisor"] + bias
     torch.testing.assert_close(frozen, record.final["normed"][0, last].double(), atol=1e-6, rtol=0)
     assert answer["norm"] == ("RMSNorm" if model.config.norm == "rmsnorm" else "LayerNorm")
-    assert "frozen norm" in answer["note"] and answer["note"] == FROZEN_NORM
+    assert answer["note"] == {"key": "attribution.note", "args": {}}
+    assert "(frozen norm)" in say("attribution.note", "en")
     # Another character and token: the same sum.
     other = logit_attribution(model, record, position=3, token=2)
     assert other["total"] == pytest.approx(record.final["head_logits"][0, 3, 2].item(), abs=1e-5)

@@ -59,7 +59,8 @@ def test_steps_take_the_block_switches_and_refuse_what_they_cannot(checkpoint, c
     switch = ["--steps", "--switches", "zero_neuron", "--neuron", "3", "--neuron-cell", "4,3"]
     assert explore_attention.main([*argv, *switch]) == 0
     out = capsys.readouterr().out
-    assert "WHAT-IF, not what the model computes: layer 1: MLP neuron 3's activation" in out
+    assert "WHAT-IF, not what the model computes: layer 1: one MLP neuron's activation" in out
+    assert "writes nothing (neuron 3)" in out
     assert "the what-if sets this neuron's output (or the MLP's) to 0" in out
     assert "Per word" in out  # "To be" has a space
 

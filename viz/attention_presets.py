@@ -20,6 +20,15 @@ CHAPTER_SENTENCES = (
     "배를 탔다",
     "배가 아프다",
 )
+# The same three readings of 배 with a word before it. In the chapters' sentences 배 is
+# at position 0, where the causal mask lets it see only itself: its weights and its
+# prediction are then the same in all three. Here it can read 나는 first, and what
+# follows it changes the rows after it (the page says so beside the presets).
+LATER_SENTENCES = (
+    "나는 배를 먹었다",
+    "나는 배를 타고 갔다",
+    "나는 배가 아프다",
+)
 
 
 def prompt_presets(tokenizer, block_size: int, own_text: tuple[str, ...] = ()) -> list[dict]:
@@ -35,8 +44,8 @@ def prompt_presets(tokenizer, block_size: int, own_text: tuple[str, ...] = ()) -
         own_text: the run's own prompts, e.g. its train.attention_prompt.
 
     Returns:
-        A list of ``{"text", "source": "chapter" or "run", "missing": [characters]}``,
-        without repeats.
+        A list of ``{"text", "source": "chapter", "later" (`LATER_SENTENCES`) or "run",
+        "missing": [characters]}``, without repeats.
     """
     known = set(tokenizer.chars)
 
@@ -46,7 +55,8 @@ def prompt_presets(tokenizer, block_size: int, own_text: tuple[str, ...] = ()) -
         return {"text": text, "source": source, "missing": missing}
 
     chapter = [entry(s, "chapter") for s in CHAPTER_SENTENCES]
-    presets = chapter if any(not e["missing"] for e in chapter) else []
+    later = [entry(s, "later") for s in LATER_SENTENCES]
+    presets = chapter + later if any(not e["missing"] for e in chapter) else []
     seen = {e["text"] for e in presets}
     for text in own_text:
         e = entry(text[:block_size], "run")

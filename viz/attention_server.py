@@ -4,12 +4,14 @@
     python explore_attention.py --out-dir runs/korean --prompt "새가 하늘을" \\
         --html runs/korean/attention.html                            # one prompt, one file
 
-The page is ``viz/attention_page.html`` (plain HTML, CSS and script, no network). It
-reads its data from a JSON block embedded in it: the model's description, and for
-`--html` one prompt's `AttentionExplorer.explain` answer and the steps of every layer
-and head (`AttentionExplorer.all_steps`). Served, it asks for more:
+The page is ``viz/attention_page.html`` with its scripts in ``viz/page/`` (plain HTML,
+CSS and script, no network; see viz/page_files.py). It reads its data from a JSON block
+embedded in it: the model's description, and for `--html` one prompt's
+`AttentionExplorer.explain` answer and the steps of every layer and head
+(`AttentionExplorer.all_steps`). Served, it asks for more:
 
     GET  /                 the page
+    GET  /page/<name>.js   its scripts (only those the page names)
     POST /api/attention    {"prompt": "...", "temperature": 1.0} -> explain()'s answer
     POST /api/steps        {"prompt": "...", "layer": 0, "head": 1} -> steps()'s answer
     GET  /api/attention?prompt=...&temperature=1.0                 (the same, for curl)
@@ -28,8 +30,8 @@ more than the chapters' steps, and ``"cell": {"part": "q", "row": 3, "column": 5
 ``"neuron_cell": {"row": 3, "neuron": 17}`` for one cell's derivation
 (viz/steps_extras.py). In a GET query: ``extras=words,block&cell=q,3,5``.
 
-Nothing else is served (404): no file is read by path, and the page itself is read
-once, at start. A bad prompt gets HTTP 400 and ``{"error": "..."}``, which the page shows.
+Nothing else is served (404): no file is read by path, and the page and its scripts
+are read once, at start. A bad prompt gets HTTP 400 and ``{"error": "..."}``, which the page shows.
 """
 
 import json
@@ -38,7 +40,6 @@ import threading
 from collections import OrderedDict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import torch
@@ -57,12 +58,16 @@ from viz.attention_steps import (
 from viz.attention_weights import select_head
 from viz.char_labels import visible_char
 from viz.logit_lens import layer_predictions
+from viz.messages import CATALOGUE, Message, check_language, message_json
+from viz.page_files import PAGE_TEMPLATE, inline_scripts, page_scripts
 from viz.steps_extras import EXTRAS, extras_json
 
-PAGE_TEMPLATE = Path(__file__).with_name("attention_page.html")
 # The page's JSON block; `render_page` puts the data between these two.
 DATA_OPEN = '<script type="application/json" id="explorer-data">'
 DATA_CLOSE = "</script>"
+# The block of its words: the catalogue (viz/messages.py) and the language asked for.
+MESSAGES_OPEN = '<script type="application/json" id="page-messages">'
+
 TOP_K = 10
 LENS_TOP_K = 5  # characters per layer in "what each layer would predict"
 MAX_REQUEST_BYTES = 1 << 20  # a prompt is cropped to block_size anyway
@@ -207,8 +212,9 @@ class AttentionExplorer:
             "encodings": list(ENCODINGS),
         }
 
-    def prepare(self, prompt) -> tuple[str, torch.Tensor, list[str]]:
-        """A prompt as the model reads it: ``(text, (T,) int64 ids, notes)``.
+    def prepare(self, prompt) -> tuple[str, torch.Tensor, list[Message]]:
+        """A prompt as the model reads it: ``(text, (T,) int64 ids, notes)``, the notes
+        messages of the catalogue (viz/messages.py).
 
         A prompt longer than block_size is cropped to its last block_size characters
         (the ones the model would use to predict the next, as sample.py does), and a
@@ -231,9 +237,7 @@ class AttentionExplorer:
         notes = []
         if len(prompt) > self.block_size:
             notes.append(
-                f"The prompt has {len(prompt)} characters, more than the model's block_size "
-                f"({self.block_size}): showing its last {self.block_size}, the ones the model "
-                "uses to predict the next character."
+                Message("note.cropped", {"length": len(prompt), "block_size": self.block_size})
             )
             prompt, ids = prompt[-self.block_size :], ids[-self.block_size :]
         return prompt, torch.from_numpy(ids.astype("int64")), notes
@@ -300,8 +304,10 @@ class AttentionExplorer:
             position (`viz.logit_lens.layer_predictions`, LENS_TOP_K characters),
             ``what_if`` None or the switches (`viz.attention_steps.what_if_json`),
             ``model`` None or, under switches, the model's own ``logits`` and
-            ``head_weights`` (T, T) of the switched head, to compare with; and
-            ``notes`` (list of str).
+            ``head_weights`` (T, T) of the switched head, to compare with, and
+            ``changed``: each position whose likeliest next character the switch
+            changes, as ``{"position", "own", "what_if"}`` (token ids); and ``notes``
+            (catalogue messages ``{"key", "args"}``).
 
         Raises:
             PromptError: for a prompt `prepare` refuses, a temperature that is not a
@@ -323,7 +329,17 @@ class AttentionExplorer:
         if record.what_if is not None:  # the model's own numbers, to compare with
             own = self.forward(ids)
             head_weights = own.layers[record.what_if.layer]["weights"][0, record.what_if.head]
-            model = {"logits": own.logits[0, -1], "head_weights": head_weights}
+            own_best = own.logits[0].argmax(-1).tolist()  # (T,) at every position
+            best = record.logits[0].argmax(-1).tolist()
+            model = {
+                "logits": own.logits[0, -1],
+                "head_weights": head_weights,
+                "changed": [
+                    {"position": p, "own": a, "what_if": b}
+                    for p, (a, b) in enumerate(zip(own_best, best, strict=True))
+                    if a != b
+                ],
+            }
         answer = {
             "prompt": prompt,
             "chars": list(prompt),
@@ -339,7 +355,7 @@ class AttentionExplorer:
             "lens": layer_predictions(self.model, record, LENS_TOP_K),
             "what_if": what_if_json(record.what_if),
             "model": model,
-            "notes": notes,
+            "notes": [message_json(note) for note in notes],
         }
         return encode_arrays(answer, encoding)
 
@@ -412,7 +428,12 @@ class AttentionExplorer:
 
 
 def render_page(
-    info: dict, result: dict | None = None, *, served: bool, steps: list[dict] | None = None
+    info: dict,
+    result: dict | None = None,
+    *,
+    served: bool,
+    steps: list[dict] | None = None,
+    lang: str | None = None,
 ) -> str:
     """The page with its data embedded, as one self-contained HTML document.
 
@@ -424,20 +445,28 @@ def render_page(
             file opened from disk.
         steps: for a file, `AttentionExplorer.all_steps` of ``result``'s prompt (a
             served page asks for the steps it shows).
+        lang: "en" or "ko", the language the page opens in; None follows the
+            browser's (either way the page has a switch, and ?lang= in its address).
 
     Raises:
         OSError: if the page template cannot be read.
+        ValueError: for a language the catalogue lacks.
     """
     template = PAGE_TEMPLATE.read_text(encoding="utf-8")
+    if not served:  # a file opened from disk has no server to ask for its scripts
+        template = inline_scripts(template, page_scripts(template))
     payload = {"served": served, "model": info, "result": result, "steps": steps}
-    data = json.dumps(payload, ensure_ascii=False)
-    # Inside <script>, "</script>" or "<!--" in a prompt would end the block early;
-    # \u003c is the same character to the JSON parser and harmless to the HTML one.
-    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    before, placeholder, after = template.partition(DATA_OPEN + "null" + DATA_CLOSE)
-    if not placeholder:
-        raise OSError(f"{PAGE_TEMPLATE} lacks its data block {DATA_OPEN}null{DATA_CLOSE}")
-    return before + DATA_OPEN + data + DATA_CLOSE + after
+    words = {"lang": None if lang is None else check_language(lang), "messages": CATALOGUE}
+    for opening, value in ((DATA_OPEN, payload), (MESSAGES_OPEN, words)):
+        data = json.dumps(value, ensure_ascii=False)
+        # Inside <script>, "</script>" or "<!--" in a prompt would end the block early;
+        # \u003c is the same character to the JSON parser and harmless to the HTML one.
+        data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        before, placeholder, after = template.partition(opening + "null" + DATA_CLOSE)
+        if not placeholder:
+            raise OSError(f"{PAGE_TEMPLATE} lacks its data block {opening}null{DATA_CLOSE}")
+        template = before + opening + data + DATA_CLOSE + after
+    return template
 
 
 API = ("/api/attention", "/api/steps")
@@ -457,6 +486,9 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path in ("/", "/index.html"):
             self._send(HTTPStatus.OK, self.server.page, "text/html; charset=utf-8")
+        elif url.path in self.server.scripts:
+            script = self.server.scripts[url.path]
+            self._send(HTTPStatus.OK, script, "text/javascript; charset=utf-8")
         elif url.path in API:
             query = parse_qs(url.query, keep_blank_values=True)
             self._answer(url.path, {key: values[0] for key, values in query.items()})
@@ -528,12 +560,13 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
 
 
 class ExplorerServer(ThreadingHTTPServer):
-    """A ThreadingHTTPServer holding the explorer and the rendered page.
+    """A ThreadingHTTPServer holding the explorer, the rendered page and its scripts.
 
     Args:
         address: (host, port); port 0 picks any free port (see ``server_address``).
         explorer: the `AttentionExplorer` that answers /api/attention.
         first_prompt: a prompt the page shows on opening, or None (the page asks).
+        lang: "en" or "ko" to open the page in; None follows the browser's language.
 
     Raises:
         OSError: if the address cannot be bound (port in use, unknown host), or the
@@ -543,10 +576,21 @@ class ExplorerServer(ThreadingHTTPServer):
 
     daemon_threads = True  # Ctrl-C does not wait for a browser's open connection
 
-    def __init__(self, address, explorer: AttentionExplorer, first_prompt: str | None = None):
+    def __init__(
+        self,
+        address,
+        explorer: AttentionExplorer,
+        first_prompt: str | None = None,
+        lang: str | None = None,
+    ):
         first = explorer.explain(first_prompt) if first_prompt is not None else None
         self.explorer = explorer
-        self.page = render_page(explorer.model_info(), first, served=True).encode("utf-8")
+        page = render_page(explorer.model_info(), first, served=True, lang=lang)
+        self.page = page.encode("utf-8")
+        template = PAGE_TEMPLATE.read_text(encoding="utf-8")
+        self.scripts = {  # "/page/core.js" -> its bytes
+            f"/page/{name}": text.encode("utf-8") for name, text in page_scripts(template).items()
+        }
         super().__init__(address, ExplorerRequestHandler)
 
     @property

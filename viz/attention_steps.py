@@ -41,13 +41,15 @@ import torch
 
 from model import GPT, GPTConfig, causal_mask, record_attention
 from viz.array_encoding import encode_arrays
+from viz.messages import Message, message_json, say
 
-# Each switch: the step it changes, and what a learner reads on its button.
+# Each switch, and the catalogue's message a learner reads on its button
+# (viz/page/messages.json).
 SWITCHES = {
-    "no_scale": "no ÷√d_k: the raw q·kᵀ goes on to the mask",
-    "no_mask": "no causal mask: every character also sees the ones after it",
-    "xx_scores": "X·Xᵀ in place of q·kᵀ: the chapter's first form, no learned projections",
-    "uniform": "uniform weights: each character weighs every one it sees the same",
+    "no_scale": "switch.no_scale",
+    "no_mask": "switch.no_mask",
+    "xx_scores": "switch.xx_scores",
+    "uniform": "switch.uniform",
 }
 # The step a switch replaces, in explicit_attention's names.
 SWITCHED_STEP = {"xx_scores": "scores", "no_scale": "scaled", "no_mask": "masked"}
@@ -55,9 +57,9 @@ SWITCHED_STEP["uniform"] = "weights"
 # Switches that take a part of the block out: its write into the residual stream
 # becomes 0 (Meng et al. 2022 and Olsson et al. 2022 call this zero-ablation).
 BLOCK_SWITCHES = {
-    "zero_head": "this head's output set to 0: it writes nothing into the residual stream",
-    "zero_mlp": "this layer's MLP output set to 0: it writes nothing into the residual stream",
-    "zero_neuron": "one MLP neuron's activation set to 0: its column of W_down writes nothing",
+    "zero_head": "switch.zero_head",
+    "zero_mlp": "switch.zero_mlp",
+    "zero_neuron": "switch.zero_neuron",
 }
 SWITCHED_STEP["zero_head"] = "out"
 
@@ -108,15 +110,20 @@ class WhatIf:
         if self.neuron is not None and n_neuron is not None and not 0 <= self.neuron < n_neuron:
             raise ValueError(f"what-if neuron must be in 0..{n_neuron - 1}, got {self.neuron}")
 
-    def describe(self) -> str:
-        """One line: which head (or MLP neuron), and what is switched."""
+    def describe(self, lang: str = "en") -> str:
+        """One line in ``lang`` ("en", "ko"): which head (or MLP neuron), and what is
+        switched."""
         texts = {**SWITCHES, **BLOCK_SWITCHES}
-        changes = "; ".join(texts[s] for s in self.switches)
+        changes = "; ".join(say(texts[s], lang) for s in self.switches)
         if self.neuron is not None:
-            changes = changes.replace("one MLP neuron's", f"MLP neuron {self.neuron}'s")
+            changes += " " + say("whatif.neuron", lang, neuron=self.neuron)
         if set(self.switches) <= {"zero_mlp", "zero_neuron"}:
-            return f"layer {self.layer}: {changes}"
-        return f"layer {self.layer}, head {self.head}: {changes}"
+            return say("whatif.describe_layer", lang, layer=self.layer, changes=changes)
+        return say("whatif.describe", lang, layer=self.layer, head=self.head, changes=changes)
+
+    def on(self, layer: int, head: int, switch: str) -> bool:
+        """True when ``switch`` is on for ``head`` of ``layer``."""
+        return (self.layer, self.head) == (layer, head) and switch in self.switches
 
 
 @dataclass
@@ -298,8 +305,9 @@ class Step:
     Attributes:
         key: a name the page and tests use ("x", "q", "scores", ...).
         chapter: the chapters' step it belongs to, 1..9 (see `CHAPTER_STEPS`).
-        title: what it is, in a few words.
-        formula: how it is computed, in the chapters' notation.
+        title: what it is, in a few words: a message of viz/page/messages.json (under a
+            what-if switch, what the switch changed).
+        formula: how it is computed, in the chapters' notation (a message too).
         code: where model/gpt.py computes it (or viz/attention_steps.py for X·Xᵀ).
         values: (rows, columns) float tensor on the CPU: rows are the prompt's
             characters; -inf marks the masked future.
@@ -310,8 +318,8 @@ class Step:
 
     key: str
     chapter: int
-    title: str
-    formula: str
+    title: Message
+    formula: Message
     code: str
     values: torch.Tensor
     kind: str = "values"
@@ -328,33 +336,60 @@ class Step:
 CHARACTER_COLUMNS = {"xx", "xx_weights", "scores", "scaled", "masked", "weights"}
 
 
-# The chapters' steps, numbered as the page numbers them.
-CHAPTER_STEPS = {
-    1: "the input as a T × C matrix X",
-    2: "the simplest scores, X·Xᵀ, their softmax, and the weighted sum weights·X",
-    3: "learned Q = X·W_q, K = X·W_k, V = X·W_v",
-    4: "scores Q·Kᵀ",
-    5: "÷ √d_k",
-    6: "the causal mask: the future set to −∞ before the softmax",
-    7: "softmax: each row sums to 1",
-    8: "the weighted sum, weights·V",
-    9: "the heads concatenated, × W_o, added to the residual stream",
+# The chapters' steps, numbered as the page numbers them: their names' messages.
+CHAPTER_STEPS = {n: f"chapter.{n}" for n in range(1, 10)}
+
+
+# Where model/gpt.py computes each step: (function, a piece of its source, verbatim).
+# tests/test_attention_code_lines.py holds each piece to that function's source, so the
+# page never shows a line the model does not have.
+MODEL_CODE = {
+    "x": ("Block.forward", "self.ln_1(x)"),
+    "qkv": ("CausalSelfAttention.forward", "q, k, v = self.split_heads(self.qkv_proj(x))"),
+    "qk_norm": ("CausalSelfAttention.split_heads", "q = F.rms_norm(q, (q.size(-1),))"),
+    "rope": (
+        "CausalSelfAttention.forward",
+        "q, k = self.rotary(q, angles), self.rotary(k, angles)",
+    ),
+    "scores": ("explicit_attention", "q @ k.transpose(-2, -1)"),
+    "scaled": ("explicit_attention", "scores / math.sqrt(d_k)"),
+    "masked": (
+        "explicit_attention",
+        'scores.masked_fill(~causal_mask(T, q.device), float("-inf"))',
+    ),
+    "weights": ("explicit_attention", "torch.softmax(scores, dim=-1)"),
+    # `attended` is the weights (dropout is off in eval mode).
+    "out": ("explicit_attention", "attended @ v"),
+    "concat": ("CausalSelfAttention.forward", "out.transpose(1, 2).contiguous().view(B, T, C)"),
+    "projected": ("CausalSelfAttention.forward", "self.out_proj(out)"),
+    "residual": ("Block.forward", "x = x + self.attn(self.ln_1(x), kv_cache)"),
+    # The chapter's X·W_q (viz/head_projections.py) and the rest of the block
+    # (viz/block_steps.py).
+    "qkv_proj": ("CausalSelfAttention.forward", "self.qkv_proj(x)"),
+    "block_in": ("Block.forward", "def forward(self, x"),
+    "attention": ("Block.forward", "self.attn(self.ln_1(x), kv_cache)"),
+    "ln_2": ("Block.forward", "self.ln_2(x)"),
+    "up": ("MLP.forward", "self.up_proj(x)"),
+    "act": ("MLP.forward", "self.activation(self.up_proj(x))"),
+    "down": ("MLP.forward", "self.down_proj(self.activation(self.up_proj(x)))"),
+    "block_out": ("Block.forward", "x = x + self.mlp(self.ln_2(x))"),
 }
+# Where a table the model does not compute comes from (the page shows it as is).
+XX_CODE = "viz/attention_steps.py xx_scores (not a step of the model)"
 
 
-def qk_note(config) -> str:
+def model_code(*keys: str) -> str:
+    """The `MODEL_CODE` pieces of ``keys``, in order, as the page shows them:
+    "function: source; function: source"."""
+    return "; ".join(f"{where}: {source}" for where, source in map(MODEL_CODE.get, keys))
+
+
+def qk_note(config) -> Message:
     """Which of QK-norm and RoPE the model applies to q and k, in order."""
-    done = []
+    rope = config.position == "rope"
     if config.qk_norm:
-        done.append("QK-norm (each head's q and k divided by their root mean square)")
-    if config.position == "rope":
-        done.append("RoPE (each channel pair rotated by the character's position)")
-    if not done:
-        return (
-            "no QK-norm and no RoPE in this model: positions were added to the token "
-            "embedding before block 0"
-        )
-    return "then " + ", then ".join(done)
+        return Message("qk.norm_rope" if rope else "qk.norm")
+    return Message("qk.rope" if rope else "qk.none")
 
 
 def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Step]]:
@@ -366,68 +401,20 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
     x = kept["x"][0]
     xx, xx_weights = xx_scores(x)
     norm = "RMSNorm" if config.norm == "rmsnorm" else "LayerNorm"
+
+    def shared(key: str, chapter: int, code: str, values, kind="values", **args) -> Step:
+        title, formula = Message(f"step.{key}.title", args), Message(f"step.{key}.formula")
+        return Step(key, chapter, title, formula, code, values, kind)
+
     return [
-        Step(
-            "x",
-            1,
-            f"X: the attention's input, the residual stream after the block's norm ({norm})",
-            "X = ln_1(residual)",
-            "Block.forward: self.ln_1(x)",
-            x,
-        ),
-        Step(
-            "xx",
-            2,
-            "X·Xᵀ: the chapter's first form, no learned projections",
-            "scores = X·Xᵀ",
-            "viz/attention_steps.py xx_scores (not a step of the model)",
-            xx,
-        ),
-        Step(
-            "xx_weights",
-            2,
-            "softmax of the masked X·Xᵀ: the chapter's first weights (a row's own x·x, "
-            "its squared length over all C channels, usually dwarfs the rest: hence the "
-            "diagonal)",
-            "softmax(mask(X·Xᵀ)), no ÷√d_k",
-            "viz/attention_steps.py xx_scores (not a step of the model)",
-            xx_weights,
-            "weights",
-        ),
-        Step(
-            "xx_out",
-            2,
-            "weights·X: each character's mix of the X rows it attends to, the chapter's "
-            "first form complete (before any learned projection)",
-            "out_i = Σ_j weights[i][j] · x_j, with the weights of softmax(mask(X·Xᵀ))",
-            "viz/attention_steps.py layer_steps: xx_weights @ x (not a step of the model)",
-            xx_weights @ x,
-        ),
+        shared("x", 1, model_code("x"), x, norm=norm),
+        shared("xx", 2, XX_CODE, xx),
+        shared("xx_weights", 2, XX_CODE, xx_weights, "weights"),
+        shared("xx_out", 2, XX_CODE, xx_weights @ x),  # xx_scores's weights times X
     ], [
-        Step(
-            "concat",
-            9,
-            "the heads' outputs side by side (head h: columns h·d_k .. (h+1)·d_k − 1)",
-            "concat(head_0, …, head_{n_head−1})",
-            "CausalSelfAttention.forward: out.transpose(1, 2).contiguous().view(B, T, C)",
-            kept["concat"][0],
-        ),
-        Step(
-            "projected",
-            9,
-            "× W_o: the output projection back into the residual stream",
-            "concat · W_o",
-            "CausalSelfAttention.forward: self.out_proj(out)",
-            kept["projected"][0],
-        ),
-        Step(
-            "residual",
-            9,
-            "added to the residual stream: what the block's MLP reads next",
-            "residual + concat · W_o",
-            "Block.forward: x = x + self.attn(self.ln_1(x))",
-            kept["residual_mid"][0],
-        ),
+        shared("concat", 9, model_code("concat"), kept["concat"][0]),
+        shared("projected", 9, model_code("projected"), kept["projected"][0]),
+        shared("residual", 9, model_code("residual"), kept["residual_mid"][0]),
     ]
 
 
@@ -436,56 +423,31 @@ def head_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
     kept = record.layers[layer]
     config = record.config
     d_k = config.head_size
-    projected = f"X · W_{{}} (qkv_proj, this head's {d_k} columns)"
+    what_if = record.what_if
+    # Under a switch a step's title and formula say what the switch did instead.
+    changed_by = {"scores": "xx_scores", "scaled": "no_scale", "masked": "no_mask"}
+    changed_by["weights"] = "uniform" if what_if and "uniform" in what_if.switches else "no_mask"
 
-    def one(key: str, chapter: int, title: str, formula: str, code: str, kind="values"):
+    def one(key: str, chapter: int, code: str, kind="values", **args) -> Step:
+        switch = changed_by.get(key)
+        name = f"step.{key}"
+        if switch and what_if is not None and what_if.on(layer, head, switch):
+            name = f"step.{key}.{switch}"
+        title, formula = Message(f"{name}.title", args), Message(f"{name}.formula", args)
         return Step(key, chapter, title, formula, code, kept[key][0, head], kind, head)
 
-    split = "CausalSelfAttention.forward: self.split_heads(self.qkv_proj(x))"
-    qk_code = split + (" (QK-norm inside)" if config.qk_norm else "")
-    if config.position == "rope":
-        qk_code += ", then self.rotary(q), self.rotary(k)"
+    split = model_code("qkv")
+    qk_keys = ["qkv"] + ["qk_norm"] * config.qk_norm + ["rope"] * (config.position == "rope")
+    qk_code = model_code(*qk_keys)
     return [
-        one("q", 3, f"Q: the queries, {qk_note(config)}", projected.format("q"), qk_code),
-        one("k", 3, "K: the keys, the same way", projected.format("k"), qk_code),
-        one("v", 3, "V: the values (no QK-norm, no RoPE)", projected.format("v"), split),
-        one(
-            "scores",
-            4,
-            "Q·Kᵀ: the raw scores, every pair of characters",
-            "scores[i][j] = q_i · k_j",
-            "explicit_attention: q @ k.transpose(-2, -1)",
-        ),
-        one(
-            "scaled",
-            5,
-            f"÷ √d_k: d_k = {d_k}, √d_k = {math.sqrt(d_k):.4f}",
-            "scores / √d_k",
-            "explicit_attention: scores / math.sqrt(d_k)",
-        ),
-        one(
-            "masked",
-            6,
-            "the causal mask: the future (j > i) becomes −∞, before the softmax",
-            "scores[i][j] = −∞ for j > i",
-            'explicit_attention: scores.masked_fill(~causal_mask(T), float("-inf"))',
-            "masked",
-        ),
-        one(
-            "weights",
-            7,
-            "softmax: each row sums to 1; the future gets exactly 0",
-            "weights[i][j] = exp(s_ij) / Σ_j' exp(s_ij')",
-            "explicit_attention: torch.softmax(scores, dim=-1)",
-            "weights",
-        ),
-        one(
-            "out",
-            8,
-            "weights·V: each character's mix of the values it attends to",
-            "out_i = Σ_j weights[i][j] · v_j",
-            "explicit_attention: weights @ v",
-        ),
+        one("q", 3, qk_code, note=qk_note(config), d_k=d_k),
+        one("k", 3, qk_code, d_k=d_k),
+        one("v", 3, split, d_k=d_k),
+        one("scores", 4, model_code("scores")),
+        one("scaled", 5, model_code("scaled"), d_k=d_k, root=f"{math.sqrt(d_k):.4f}"),
+        one("masked", 6, model_code("masked"), "masked"),
+        one("weights", 7, model_code("weights"), "weights"),
+        one("out", 8, model_code("out")),
     ]
 
 
@@ -522,8 +484,8 @@ def step_json(step: Step) -> dict:
     return {
         "key": step.key,
         "chapter": step.chapter,
-        "title": step.title,
-        "formula": step.formula,
+        "title": message_json(step.title),
+        "formula": message_json(step.formula),
         "code": step.code,
         "kind": step.kind,
         "head": step.head,
@@ -561,7 +523,7 @@ def steps_json(
         "layer": layer,
         "d_k": record.config.head_size,
         "order": order,
-        "chapters": {str(k): v for k, v in CHAPTER_STEPS.items()},
+        "chapters": {str(k): {"key": v, "args": {}} for k, v in CHAPTER_STEPS.items()},
         "layer_steps": {s.key: step_json(s) for s in [*before, *after]},
         "heads": {},
         "what_if": what_if_json(record.what_if),
@@ -574,8 +536,9 @@ def steps_json(
 
 
 def what_if_json(what_if: WhatIf | None) -> dict | None:
-    """A `WhatIf` for the page: layer, head, switches, a one-line description, and
-    with "zero_neuron" the neuron."""
+    """A `WhatIf` for the page: layer, head, switches, a one-line description (in
+    English; the page words it from the switches in its own language), and with
+    "zero_neuron" the neuron."""
     if what_if is None:
         return None
     answer = {

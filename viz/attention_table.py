@@ -18,6 +18,7 @@ import math
 import torch
 
 from viz.char_labels import display_width, visible_char
+from viz.messages import say
 
 
 def pad(text: str, width: int, right: bool = False) -> str:
@@ -79,6 +80,7 @@ def format_matrix(
     column_labels: list[str] | None = None,
     decimals: int = 2,
     max_columns: int = 0,
+    lang: str = "en",
 ) -> str:
     """Render a (rows, columns) step of attention as a table: one row per character.
 
@@ -90,6 +92,7 @@ def format_matrix(
         decimals: digits after the decimal point.
         max_columns: show at most this many columns, then say how many are left
             out; 0 shows all.
+        lang: "en" or "ko": the language of that note.
 
     Returns:
         The table, without a trailing newline.
@@ -118,11 +121,14 @@ def format_matrix(
         prefix = f"{i:>{index_width}} " + pad(row_labels[i], label_width)
         lines.append(prefix + "".join(c.rjust(cell) for c in row))
     if shown < n_columns:
-        lines.append(f"{margin}  … {n_columns - shown} more columns ({n_columns} in all)")
+        more = say("cli.more_columns", lang, more=n_columns - shown, total=n_columns)
+        lines.append(f"{margin}  {more}")
     return "\n".join(lines)
 
 
-def format_steps(steps: list, text: str, decimals: int = 2, max_columns: int = 16) -> str:
+def format_steps(
+    steps: list, text: str, decimals: int = 2, max_columns: int = 16, lang: str = "en"
+) -> str:
     """Every step of one head as text, in the chapters' order: a heading per step (its
     number, title, formula, the code that computes it, its shape), then its table.
 
@@ -131,6 +137,7 @@ def format_steps(steps: list, text: str, decimals: int = 2, max_columns: int = 1
         text: the prompt, one character per row.
         decimals: digits after the decimal point.
         max_columns: columns shown of a wide table (X has n_embd); 0 shows all.
+        lang: "en" or "ko": the language of the titles (viz/page/messages.json).
 
     Raises:
         ValueError: if a step's rows do not match the text, or max_columns < 0.
@@ -140,9 +147,10 @@ def format_steps(steps: list, text: str, decimals: int = 2, max_columns: int = 1
     for step in steps:
         rows, columns = step.values.shape
         characters = labels if step.columns_are_characters else None
+        title = say("cli.step", lang, chapter=step.chapter, title=step.title)
         parts.append(
-            f"Step {step.chapter} · {step.title}\n"
-            f"  {step.formula}    ({rows} × {columns}; {step.code})\n"
-            + format_matrix(step.values, labels, characters, decimals, max_columns)
+            f"{title}\n"
+            f"  {say(step.formula, lang)}    ({rows} × {columns}; {step.code})\n"
+            + format_matrix(step.values, labels, characters, decimals, max_columns, lang)
         )
     return "\n\n".join(parts)

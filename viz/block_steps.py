@@ -24,15 +24,12 @@ activation, and the column of W_down it writes with.
 import torch
 
 from model import GPT
-from viz.attention_steps import ForwardRecord, Step
+from viz.attention_steps import ForwardRecord, Step, model_code
+from viz.messages import Message
 
-# The next chapter's steps, numbered after the nine of CHAPTER_STEPS.
-BLOCK_CHAPTERS = {
-    10: "the attention's output added to the residual stream (a residual connection)",
-    11: "the second norm, before the MLP",
-    12: "the MLP: up-projection to 4·n_embd, activation, down-projection",
-    13: "the MLP's output added to the residual stream: the block's output",
-}
+# The next chapter's steps, numbered after the nine of CHAPTER_STEPS: their names'
+# messages (viz/page/messages.json).
+BLOCK_CHAPTERS = {n: f"chapter.{n}" for n in range(10, 14)}
 
 
 def norm_name(config) -> str:
@@ -51,82 +48,29 @@ def block_steps(record: ForwardRecord, layer: int) -> list[Step]:
         raise ValueError(f"layer must be in 0..{n_layer - 1}, got {layer}")
     kept = record.layers[layer]
     config = record.config
-    width = 4 * config.n_embd
-    activation = "GELU" if config.activation == "gelu" else "ReLU² (relu(x)²)"
-    before = "the token embedding"
-    if config.position == "learned":
-        before += " plus the position embedding"
-    before = before if layer == 0 else f"block {layer - 1}'s output"
+    activation = "GELU" if config.activation == "gelu" else "ReLU²"
+    if layer > 0:
+        source = Message("block.source.block", {"layer": layer - 1})
+    elif config.position == "learned":
+        source = Message("block.source.embedding_position")
+    else:
+        source = Message("block.source.embedding")
+    after = Message("block.next.block" if layer + 1 < n_layer else "block.next.final")
 
-    def one(key, chapter, title, formula, code, name):
-        return Step(key, chapter, title, formula, code, kept[name][0])
+    def one(key: str, chapter: int, code: str, name: str, **args) -> Step:
+        title = Message(f"step.{key}.title", args)
+        formula = Message(f"step.{key}.formula", {"activation": activation} if key == "act" else {})
+        return Step(key, chapter, title, formula, model_code(code), kept[name][0])
 
     return [
-        one(
-            "block_in",
-            10,
-            f"before: the residual stream the block received ({before})",
-            "x",
-            "Block.forward: its input x",
-            "residual_in",
-        ),
-        one(
-            "block_attention",
-            10,
-            "added: the attention's output, the heads × W_o",
-            "attention(ln_1(x))",
-            "Block.forward: self.attn(self.ln_1(x))",
-            "attention",
-        ),
-        one(
-            "block_mid",
-            10,
-            "after: the residual stream plus the attention's output",
-            "x + attention(ln_1(x))",
-            "Block.forward: x = x + self.attn(self.ln_1(x))",
-            "residual_mid",
-        ),
-        one(
-            "mlp_x",
-            11,
-            f"the second norm ({norm_name(config)}): the MLP's input",
-            "ln_2(x)",
-            "Block.forward: self.ln_2(x)",
-            "mlp_x",
-        ),
-        one(
-            "up",
-            12,
-            f"up-projection to {width} neurons (4·n_embd)",
-            "x · W_up + b_up",
-            "MLP.forward: self.up_proj(x)",
-            "up",
-        ),
-        one(
-            "act",
-            12,
-            f"activation {activation}: each neuron's output",
-            f"{activation.split(' ')[0]}(up)",
-            "MLP.forward: self.activation(...)",
-            "act",
-        ),
-        one(
-            "down",
-            12,
-            f"down-projection back to n_embd = {config.n_embd}: the MLP's write",
-            "act · W_down + b_down",
-            "MLP.forward: self.down_proj(...)",
-            "mlp",
-        ),
-        one(
-            "block_out",
-            13,
-            "the MLP's write added: the block's output"
-            + (", the next block's input" if layer + 1 < n_layer else ", the final norm's input"),
-            "x + mlp(ln_2(x))",
-            "Block.forward: x = x + self.mlp(self.ln_2(x))",
-            "residual_out",
-        ),
+        one("block_in", 10, "block_in", "residual_in", source=source),
+        one("block_attention", 10, "attention", "attention"),
+        one("block_mid", 10, "residual", "residual_mid"),
+        one("mlp_x", 11, "ln_2", "mlp_x", norm=norm_name(config)),
+        one("up", 12, "up", "up", width=4 * config.n_embd),
+        one("act", 12, "act", "act", activation=activation),
+        one("down", 12, "down", "mlp", n_embd=config.n_embd),
+        one("block_out", 13, "block_out", "residual_out", next=after),
     ]
 
 

@@ -19,7 +19,8 @@ when the model has one; `projection_cell` lists them.
 import torch
 
 from model import GPT
-from viz.attention_steps import ForwardRecord, Step
+from viz.attention_steps import ForwardRecord, Step, model_code
+from viz.messages import Message
 
 PARTS = ("q", "k", "v")
 
@@ -65,22 +66,15 @@ def projection_steps(model: GPT, record: ForwardRecord, layer: int, head: int) -
     """X·W_q, X·W_k, X·W_v of one head, (T, d_k) each, from qkv_proj's output in
     ``record`` (before QK-norm and RoPE), as `Step`s of the chapters' step 3."""
     kept = record.layers[layer]
-    bias = " + b_{}" if model.blocks[layer].attn.qkv_proj.bias is not None else ""
+    has_bias = model.blocks[layer].attn.qkv_proj.bias is not None
     steps = []
     for part in PARTS:
         values = kept["qkv"][0, :, head_slice(model, part, head)]
-        steps.append(
-            Step(
-                f"xw_{part}",
-                3,
-                f"{part.upper()} = X·W_{part} as the chapter writes it: this head's "
-                f"{model.config.head_size} columns of qkv_proj, before QK-norm and RoPE",
-                f"{part.upper()} = X · W_{part}" + bias.format(part),
-                "CausalSelfAttention.forward: self.qkv_proj(x)",
-                values,
-                head=head,
-            )
-        )
+        names = {"name": part.upper(), "part": part}
+        title = Message("step.xw.title", {**names, "d_k": model.config.head_size})
+        formula = Message("step.xw.formula", {**names, "bias": f" + b_{part}" if has_bias else ""})
+        code = model_code("qkv_proj")
+        steps.append(Step(f"xw_{part}", 3, title, formula, code, values, head=head))
     return steps
 
 

@@ -31,13 +31,10 @@ import torch
 
 from model import GPT
 from viz.attention_steps import ForwardRecord
+from viz.messages import Message, message_json
 
-FROZEN_NORM = (
-    "the final norm's divisor is held at its value for this character (frozen norm): "
-    "then the pushes add up exactly to the logit; removing one part would also change "
-    "the divisor, so a push is close to, not exactly, what removing the part changes "
-    "(the what-if switches show that)"
-)
+# What the frozen norm means, in words (viz/page/messages.json).
+FROZEN_NORM = Message("attribution.note")
 
 
 @torch.no_grad()
@@ -111,7 +108,7 @@ def logit_attribution(
         "norm_bias" (the norm's bias term w_c · bias, 0 without one), "total" (Σ
         pushes + norm_bias, float64), "logit" (the model's LM-head output before any
         soft cap), "capped" (the model's logit after the soft cap, or None without
-        one), "note": FROZEN_NORM}``. total equals logit up to float32 rounding.
+        one), "note": FROZEN_NORM as message JSON}``. total equals logit up to float32 rounding.
 
     Raises:
         ValueError: for a position or token out of range.
@@ -154,5 +151,5 @@ def logit_attribution(
         "total": sum(p["push"] for p in parts) + norm_bias,
         "logit": float(record.final["head_logits"][0, position, token]),
         "capped": capped,
-        "note": FROZEN_NORM,
+        "note": message_json(FROZEN_NORM),
     }

@@ -129,7 +129,7 @@ def extras_json(
     if "block" in extras:
         steps = block_steps(record, layer)
         answer["block"] = {
-            "chapters": {str(k): v for k, v in BLOCK_CHAPTERS.items()},
+            "chapters": {str(k): {"key": v, "args": {}} for k, v in BLOCK_CHAPTERS.items()},
             "order": [s.key for s in steps],
             "steps": {s.key: step_json(s) for s in steps},
         }

@@ -20,6 +20,8 @@ before), and inside a word the later characters are masked for the earlier ones.
 
 import torch
 
+from viz.messages import Message, message_json
+
 
 def word_spans(text: str) -> list[tuple[int, int]]:
     """The words of ``text`` as (start, end) character ranges, end exclusive, covering
@@ -86,11 +88,8 @@ def word_weights(weights: torch.Tensor, spans: list[tuple[int, int]]) -> torch.T
     return word_rows(weights, spans) @ grouping(spans).T
 
 
-RULE = (
-    "a space belongs to the word before it; a word's row is the mean of its "
-    "characters' rows, a word's column the sum of its characters' columns (so each row "
-    "still sums to 1)"
-)
+# The rule in words (viz/page/messages.json), for the page and the terminal.
+RULE = Message("words.rule")
 
 
 def words_json(
@@ -105,14 +104,14 @@ def words_json(
         rows: name -> (T, N) values whose rows are averaged per word (e.g. "xx_out").
 
     Returns:
-        ``{"rule": RULE, "words": [each word's text], "spans": [[start, end], ...],
+        ``{"rule": RULE as message JSON, "words": [each word's text], "spans": [[start, end], ...],
         "tables": {name: (W, W) or (W, N) float64 tensor}}``.
     """
     spans = word_spans(text)
     tables = {name: word_weights(values, spans) for name, values in weights.items()}
     tables |= {name: word_rows(values, spans) for name, values in (rows or {}).items()}
     return {
-        "rule": RULE,
+        "rule": message_json(RULE),
         "words": [text[start:end] for start, end in spans],
         "spans": [list(span) for span in spans],
         "tables": tables,
