@@ -55,6 +55,20 @@ def test_the_block_the_pushes_and_the_words_in_a_browser():
             "return [...document.querySelectorAll(\"#words table[data-words='weights'] tr\")]"
             ".slice(1).map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))"
         )
+        # Zeroing the last layer's MLP: the page asks again; its write shows 0.
+        page.find("#block-switches input[data-switch='zero_mlp']").click()
+        page.wait_for(
+            lambda d: (
+                driver.execute_script(
+                    "return state.result.what_if && state.result.what_if.switches.join()"
+                )
+                == "zero_mlp"
+            ),
+            "the zeroed MLP",
+        )
+        page.steps_ready(1, 0, "zero_mlp")
+        page.wait_for(lambda d: page.find_all("#block .step[data-step='down']"), "the block")
+        down = driver.execute_script("return state.steps.block.steps.down.values.flat()")
     finally:
         driver.quit()
         server.shutdown()
@@ -79,3 +93,4 @@ def test_the_block_the_pushes_and_the_words_in_a_browser():
     per_word = word_weights(own, word_spans(PROMPT))
     assert [row[:-1] for row in words] == [[f"{v:.2f}" for v in row] for row in per_word.tolist()]
     assert [row[-1] for row in words] == ["1.00", "1.00", "1.00"]
+    assert len(down) == len(PROMPT) * model.config.n_embd and set(down) == {0}  # its write

@@ -16,12 +16,48 @@ function blockExtras() {
 
 function renderBlock() {
   $("block-title").textContent = t("block.title", { layer: state.layer }) + whatIfTag();
+  renderBlockSwitches();
   const extras = blockExtras();
   for (const id of ["words", "block", "attribution"]) $(id).replaceChildren();
   if (!extras) return;
   renderWords(extras.words);
   renderBlockSteps(extras.block);
   renderAttribution(extras.attribution);
+}
+
+// The block's what-ifs (viz/attention_steps.py BLOCK_SWITCHES): zero this head's output,
+// this layer's MLP, or one neuron of it; the model runs again with the part taken out.
+function renderBlockSwitches() {
+  const box = $("block-switches");
+  if (state.neuron === undefined) state.neuron = 0;
+  const nodes = [el("h3", t("block.switches", { layer: state.layer, head: stepHead() }))];
+  const rerun = () => { state.derivation = null; show(state.result.prompt, { keepPrompt: true }); };
+  for (const { key } of MODEL.block_switches || []) {
+    const label = el("label");
+    const input = el("input", null, { type: "checkbox", "data-switch": key });
+    input.checked = state.switches.has(key);
+    input.disabled = !DATA.served;
+    input.addEventListener("change", () => {
+      if (input.checked) state.switches.add(key);
+      else state.switches.delete(key);
+      rerun();
+    });
+    label.append(input, document.createTextNode(" " + t(`switch.${key}`)));
+    if (key === "zero_neuron") {
+      const number = el("input", null, {
+        type: "number", min: 0, max: 4 * MODEL.n_embd - 1, value: state.neuron, id: "neuron",
+        "aria-label": t("block.neuron"),
+      });
+      number.disabled = !DATA.served;
+      number.addEventListener("change", () => {
+        state.neuron = Math.max(0, Math.min(4 * MODEL.n_embd - 1, Math.round(Number(number.value)) || 0));
+        if (state.switches.has("zero_neuron")) rerun();
+      });
+      label.append(document.createTextNode(" "), number);
+    }
+    nodes.push(label);
+  }
+  box.replaceChildren(...nodes);
 }
 
 // Per word: each query word's rows averaged, each key word's columns summed.

@@ -59,6 +59,7 @@ function request() {
     layer: state.layer,
     head: stepHead(),
     switches: [...state.switches],
+    neuron: state.switches.has("zero_neuron") ? state.neuron : undefined, // block.js
   };
 }
 
