@@ -25,9 +25,14 @@ that page for --prompt as one self-contained file (no server, no network).
 --steps prints every step of self-attention for one head instead (--layer, --head:
 default the last layer, head 0), in the Korean chapters' order: X, X·Xᵀ, Q, K, V, the
 raw Q·Kᵀ, ÷√d_k, the mask (−∞), the softmax weights, weights·V, the heads concatenated,
-× W_o and the residual stream after the add; then what each layer would predict next.
-The numbers are the page's (viz/attention_steps.py): one eval-mode forward pass of the
-real weights. --switches shows a what-if pass instead (see the page's switches).
+× W_o and the residual stream after the add. Then the same tables per word (a prompt
+with spaces), the head's W_q, W_k, W_v with one cell of X·W_q worked out (--cell), the
+rest of the block (the residual stream before and after, the second norm, the MLP)
+with one neuron worked out (--neuron-cell), what each head and MLP pushes on the
+predicted next character, and what each layer would predict next. The numbers are the
+page's (viz/attention_steps.py, viz/steps_extras.py): one eval-mode forward pass of the
+real weights. --switches shows a what-if pass instead (see the page's switches; the
+block's zero_head, zero_mlp, and zero_neuron with --neuron).
 
 --lang ko or en: the language of --steps (default English) and of the page (default the
 browser's; the page has a switch too). Both read one catalogue, viz/page/messages.json.
@@ -59,15 +64,26 @@ from model.checkpoint import CheckpointError, load_checkpoint, model_from_checkp
 from model.device import resolve_device
 from viz.attention_presets import run_prompts
 from viz.attention_server import AttentionExplorer, ExplorerServer, PromptError, render_page
-from viz.attention_steps import SWITCHES, attention_steps
+from viz.attention_steps import BLOCK_SWITCHES, SWITCHES, attention_steps
 from viz.attention_table import format_attention_table, format_steps
 from viz.attention_weights import prompt_attention, select_head
+from viz.block_steps import block_steps
 from viz.char_labels import visible_char
+from viz.head_projections import projection_steps
 from viz.logit_lens import layer_predictions
 from viz.messages import LANGUAGES, say
 from viz.model_compare import ComparedModel, compare_models, format_comparison
 from viz.snapshot_explorers import SnapshotExplorers
 from viz.snapshots import nearest_snapshot
+from viz.steps_extras import EXTRAS, extras_json
+from viz.steps_text import (
+    format_attribution,
+    format_block,
+    format_cell,
+    format_columns,
+    format_neuron,
+    format_words,
+)
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
@@ -130,8 +146,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--switches",
         default="",
-        help=f"--steps: what-if switches for that head, comma-separated ({','.join(SWITCHES)}); "
-        "the tables are then not what the model computes",
+        help="--steps: what-if switches for that head, comma-separated "
+        f"({','.join([*SWITCHES, *BLOCK_SWITCHES])}); the tables are then not what the "
+        "model computes",
+    )
+    p.add_argument(
+        "--neuron", type=int, default=None, help="--steps: the MLP neuron zero_neuron zeroes"
+    )
+    p.add_argument(
+        "--cell",
+        default=None,
+        help="--steps: the cell of X·W_q (or W_k, W_v) to work out, PART,ROW,COLUMN such as "
+        "q,3,0 (default: q, the last character, channel 0)",
+    )
+    p.add_argument(
+        "--neuron-cell",
+        default=None,
+        help="--steps: the MLP neuron to work out, ROW,NEURON such as 3,17 (default: the "
+        "last character's most active neuron)",
     )
     p.add_argument(
         "--lang",
@@ -177,6 +209,11 @@ def check_modes(args: argparse.Namespace) -> None:
         raise ValueError(f"--columns must be >= 0 (0: all), got {args.columns}")
     if args.switches and not args.steps:
         raise ValueError("--switches changes the --steps tables: add --steps")
+    for flag, value in (("--neuron", args.neuron), ("--cell", args.cell)):
+        if value is not None and not args.steps:
+            raise ValueError(f"{flag} is for the --steps tables: add --steps")
+    if args.neuron_cell is not None and not args.steps:
+        raise ValueError("--neuron-cell is for the --steps tables: add --steps")
     if args.steps and (args.serve or args.html):
         raise ValueError("--steps prints the steps; the page (--serve, --html) shows them too")
     if args.prompt is None and not args.serve:
@@ -232,16 +269,32 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
     the last character; returns the exit status (2 on bad input)."""
     head = 0 if args.head is None else args.head
     switches = [s for s in args.switches.split(",") if s]
+    config = explorer.model.config
     try:
         prompt, ids, notes = explorer.prepare(args.prompt)
-        what_if = explorer.what_if(args.layer, head, switches)
+        what_if = explorer.what_if(args.layer, head, switches, args.neuron)
         record = explorer.forward(ids, what_if)
         steps = attention_steps(record, args.layer, head)
+        layer = args.layer % config.n_layer
+        last = len(prompt) - 1
+        # Defaults: Q of the last character, channel 0; its most active neuron.
+        neuron = int(record.layers[layer]["act"][0, last].abs().argmax())
+        cell = args.cell if args.cell is not None else f"q,{last},0"
+        neuron_cell = args.neuron_cell if args.neuron_cell is not None else f"{last},{neuron}"
+        extras = extras_json(
+            explorer.model,
+            record,
+            prompt,
+            layer,
+            head,
+            EXTRAS,
+            cell,
+            neuron_cell,
+            explorer.tokenizer.chars,
+        )
     except (PromptError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    config = explorer.model.config
-    layer = args.layer % config.n_layer
     lens = layer_predictions(explorer.model, record, top_k=5)
     chars = explorer.tokenizer.chars
     lang = args.lang or "en"
@@ -259,6 +312,7 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
         print()
         print(format_steps(steps, prompt, args.decimals, args.columns, lang))
         print()
+        print_extras(explorer, extras, record, prompt, layer, head, args)
         position = len(prompt) - 1
         print(say("cli.lens", lang, char=repr(visible_char(prompt[-1])), position=position))
         for layer_index, (top, probs) in enumerate(
@@ -291,6 +345,30 @@ def print_comparison(explorer: AttentionExplorer, args, path: Path, device) -> i
     )
     print(format_comparison(result))
     return 0
+
+
+def print_extras(
+    explorer: AttentionExplorer, extras: dict, record, prompt: str, layer: int, head: int, args
+) -> None:
+    """--steps, after the attention's steps: the tables per word (for a prompt with
+    spaces), the head's W_q, W_k, W_v and a cell of X·W_q, the rest of the block and a
+    neuron, and what each part pushes on the predicted next character."""
+    decimals, columns, lang = args.decimals, args.columns, args.lang or "en"
+    options = (decimals, columns, lang)
+    sections = []
+    if len(extras["words"]["words"]) > 1:
+        sections.append(format_words(extras["words"], *options))
+    projections = extras["projections"]
+    sections.append(format_columns(projections["columns"], head, *options))
+    chapter_form = projection_steps(explorer.model, record, layer, head)
+    sections.append(format_steps(chapter_form, prompt, *options))
+    sections.append(format_cell(extras["cell"], prompt, *options))
+    sections.append(format_block(block_steps(record, layer), prompt, *options))
+    sections.append(format_neuron(extras["neuron_cell"], prompt, *options))
+    sections.append(format_attribution(extras["attribution"], max(decimals, 3), lang))
+    for section in sections:
+        print(section)
+        print()
 
 
 def main(argv: list[str] | None = None) -> int:

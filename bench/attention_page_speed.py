@@ -4,6 +4,7 @@ a test).
     python bench/attention_page_speed.py                  # T = 64 and 128, 20 rounds
     python bench/attention_page_speed.py --rounds 5 --lengths 16,64
     python bench/attention_page_speed.py --browser        # also the wait in Chromium
+    python bench/attention_page_speed.py --encodings float32   # packed tables only
 
 The model has the CPU recipe's shape (configs/shakespeare_char_cpu.yaml: 4 layers, 4
 heads, 128 wide, block 128, RoPE, RMSNorm, QK-norm) with freshly initialised weights,
@@ -22,7 +23,10 @@ For each, the median over --rounds of: the forward pass that records every step
 (`record_forward`), the logit lens (`layer_predictions`), building the two answers
 (`AttentionExplorer.explain` and `.steps` once the pass is made, lens included), JSON
 encoding them, their size, and the two HTTP requests end to end (server and transfer;
-the client decodes with Python's json). --browser adds the time from the click to
+the client decodes with Python's json), for each answer encoding (--encodings: "json",
+the nested lists the page reads today, and "float32", tables packed as float32 bytes,
+viz/array_encoding.py; "build" and "encode" then also change). --browser adds the
+time from the click to
 the steps drawn in headless Chromium (needs selenium, chromium and its driver), which
 includes the browser's parsing and drawing. The last line says which part dominates.
 Run it on a quiet machine; --threads 1 gives steadier figures on a shared one.
@@ -61,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=1011, help="characters in the vocabulary")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--browser", action="store_true", help="also time the page in Chromium")
+    p.add_argument(
+        "--encodings", default="json,float32", help="comma list of answer encodings to time"
+    )
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
@@ -95,10 +102,14 @@ def clock(fn) -> tuple[float, object]:
     return 1000 * (time.perf_counter() - start), result
 
 
-def time_parts(explorer: AttentionExplorer, url: str, prompt: str, switched: bool) -> dict:
-    """One round's timings (ms) and size (bytes) for a prompt or a switch."""
+def time_parts(
+    explorer: AttentionExplorer, url: str, prompt: str, switched: bool, encoding: str = "json"
+) -> dict:
+    """One round's timings (ms) and size (bytes) for a prompt or a switch, its answers
+    in ``encoding``."""
     what_if = WhatIf(LAYER, HEAD, SWITCH) if switched else None
     fields = {"layer": LAYER, "head": HEAD, "switches": list(SWITCH) if switched else []}
+    fields["encoding"] = encoding
     if switched:  # the model's own pass is kept from the prompt's answer
         post(url, "api/attention", {"prompt": prompt})
     _, ids, _ = explorer.prepare(prompt)
@@ -113,8 +124,8 @@ def time_parts(explorer: AttentionExplorer, url: str, prompt: str, switched: boo
     parts["http"] = http_attention + http_steps
     parts["bytes"] = len(attention) + len(steps)
     # Building and encoding them again, the pass now kept.
-    build_a, answer = clock(lambda: explorer.explain(prompt, 1.0, what_if))
-    build_s, step_answer = clock(lambda: explorer.steps(prompt, LAYER, HEAD, what_if))
+    build_a, answer = clock(lambda: explorer.explain(prompt, 1.0, what_if, encoding))
+    build_s, step_answer = clock(lambda: explorer.steps(prompt, LAYER, HEAD, what_if, encoding))
     parts["build"] = build_a + build_s
     parts["encode"], _ = clock(
         lambda: [json.dumps(a, ensure_ascii=False).encode() for a in (answer, step_answer)]
@@ -184,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{torch.__version__}, {torch.get_num_threads()} threads; median of {args.rounds}"
     )
     names = ["forward", "lens", "build", "encode", "http"]
-    header = f"{'T':>4} {'answer':<7}" + "".join(f"{n + ' ms':>11}" for n in names)
+    encodings = args.encodings.split(",")
+    header = f"{'T':>4} {'answer':<7}{'encoding':<9}" + "".join(f"{n + ' ms':>11}" for n in names)
     header += f"{'KiB':>8}"
     rows = []
     try:
@@ -198,14 +210,21 @@ def main(argv: list[str] | None = None) -> int:
                 extra = prompts(explorer, T, max(4, args.rounds // 4) + 1, args.seed - T)
                 browser = time_browser(server.url, extra, T)
             for kind in ("prompt", "switch"):
-                rounds = [time_parts(explorer, server.url, t, kind == "switch") for t in texts]
-                median = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-                line = f"{T:>4} {kind:<7}" + "".join(f"{median[n]:>11.1f}" for n in names)
-                line += f"{median['bytes'] / 1024:>8.0f}"
-                if browser:
-                    line += f"{browser[kind]:>12.0f}"
-                print(line, flush=True)
-                rows.append((T, kind, median))
+                for e, encoding in enumerate(encodings):
+                    # Prompts new to the server for each encoding: each answer runs the model.
+                    fresh = texts if e == 0 else prompts(explorer, T, args.rounds, 1000 * e + T)
+                    rounds = [
+                        time_parts(explorer, server.url, t, kind == "switch", encoding)
+                        for t in fresh
+                    ]
+                    median = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+                    line = f"{T:>4} {kind:<7}{encoding:<9}"
+                    line += "".join(f"{median[n]:>11.1f}" for n in names)
+                    line += f"{median['bytes'] / 1024:>8.0f}"
+                    if browser and encoding == "json":  # what the page asks today
+                        line += f"{browser[kind]:>12.0f}"
+                    print(line, flush=True)
+                    rows.append((T, f"{kind}, {encoding}", median))
     finally:
         server.shutdown()
         server.server_close()

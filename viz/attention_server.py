@@ -23,7 +23,16 @@ the answer is then that of the snapshot nearest step N, its own weights.
 
 Both take what-if switches (viz/attention_steps.py `SWITCHES`) for one head:
 ``"layer": 0, "head": 1, "switches": ["no_mask"]``; the answer then holds the switched
-forward pass, marked as such, and the model's own numbers to compare with.
+forward pass, marked as such, and the model's own numbers to compare with. The block's
+switches (`BLOCK_SWITCHES`) zero a head, the layer's MLP, or one neuron
+(``"switches": ["zero_neuron"], "neuron": 17``).
+
+Both take ``"encoding": "float32"`` for tables packed as float32 bytes instead of
+nested lists (viz/array_encoding.py: a quarter of the size, far faster to write);
+/api/steps takes ``"extras": ["words", "projections", "block", "attribution"]`` for
+more than the chapters' steps, and ``"cell": {"part": "q", "row": 3, "column": 5}`` or
+``"neuron_cell": {"row": 3, "neuron": 17}`` for one cell's derivation
+(viz/steps_extras.py). In a GET query: ``extras=words,block&cell=q,3,5``.
 
 Nothing else is served (404): no file is read by path, and the page and its scripts
 are read once, at start. A bad prompt gets HTTP 400 and ``{"error": "..."}``, which the page shows.
@@ -46,8 +55,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import torch
 
+from viz.array_encoding import ENCODINGS, encode_arrays
 from viz.attention_presets import prompt_presets
 from viz.attention_steps import (
+    BLOCK_SWITCHES,
     SWITCHES,
     ForwardRecord,
     WhatIf,
@@ -60,6 +71,7 @@ from viz.char_labels import visible_char
 from viz.logit_lens import layer_predictions
 from viz.messages import CATALOGUE, Message, check_language, message_json
 from viz.page_files import PAGE_TEMPLATE, inline_scripts, page_scripts
+from viz.steps_extras import EXTRAS, extras_json
 
 # The page's JSON block; `render_page` puts the data between these two.
 DATA_OPEN = '<script type="application/json" id="explorer-data">'
@@ -149,13 +161,24 @@ def check_switches(value) -> tuple[str, ...]:
         value = [part for part in value.split(",") if part]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise PromptError(f"switches must be a list of names such as {list(SWITCHES)[:2]}")
-    unknown = [v for v in value if v not in SWITCHES]
+    unknown = [v for v in value if v not in SWITCHES and v not in BLOCK_SWITCHES]
     if unknown:
         raise PromptError(
             f"unknown switch {', '.join(map(repr, unknown))}: the switches are "
-            f"{', '.join(SWITCHES)}"
+            f"{', '.join([*SWITCHES, *BLOCK_SWITCHES])}"
         )
     return tuple(value)
+
+
+def check_encoding(value) -> str:
+    """A JSON/query encoding name, one of `viz.array_encoding.ENCODINGS`.
+
+    Raises:
+        PromptError: for anything else.
+    """
+    if value not in ENCODINGS:
+        raise PromptError(f"encoding must be one of {', '.join(ENCODINGS)}, got {value!r}")
+    return value
 
 
 class AttentionExplorer:
@@ -187,7 +210,9 @@ class AttentionExplorer:
         """The model's description for the page: name, n_layer, n_head, n_embd, d_k,
         block_size, position ("learned" or "rope"), norm, qk_norm, the vocabulary in
         id order with each character's visible label (␣ for space), the preset prompts
-        (`prompt_presets`) and the what-if switches ``[{"key", "text"}]``."""
+        (`prompt_presets`), the what-if switches ``[{"key", "text"}]`` of a head's
+        steps ("switches") and of the block ("block_switches"), the steps' "extras"
+        and the answers' "encodings"."""
         config = self.model.config
         return {
             "name": self.name,
@@ -203,6 +228,9 @@ class AttentionExplorer:
             "vocab_labels": [visible_char(c) for c in self.tokenizer.chars],
             "presets": prompt_presets(self.tokenizer, self.block_size, self.own_text),
             "switches": [{"key": key, "text": text} for key, text in SWITCHES.items()],
+            "block_switches": [{"key": key, "text": text} for key, text in BLOCK_SWITCHES.items()],
+            "extras": list(EXTRAS),
+            "encodings": list(ENCODINGS),
         }
 
     def prepare(self, prompt) -> tuple[str, torch.Tensor, list[Message]]:
@@ -251,13 +279,18 @@ class AttentionExplorer:
         listed = ", ".join(f"{c!r} (U+{ord(c):04X}): {p}" for c, p in first.items())
         return Message("error.unknown_chars", {"n": len(first), "chars": listed})
 
-    def what_if(self, layer=None, head=None, switches=()) -> WhatIf | None:
-        """Checked what-if switches for one head, or None when no switch is on.
+    def what_if(self, layer=None, head=None, switches=(), neuron=None) -> WhatIf | None:
+        """Checked what-if switches for one head (or its layer's MLP, or ``neuron`` of
+        that MLP with "zero_neuron"), or None when no switch is on.
 
         Raises:
-            PromptError: for an unknown switch, or a layer or head out of range.
+            PromptError: for an unknown switch, or a layer, head or neuron out of range.
         """
         names = check_switches(switches)
+        if "zero_neuron" in names:
+            neuron = check_index(neuron, "neuron", self.model.blocks[0].mlp.up_proj.out_features)
+        elif neuron is not None:
+            raise PromptError('a neuron is for the switch "zero_neuron": add it, or drop neuron')
         if not names:
             return None
         config = self.model.config
@@ -265,6 +298,7 @@ class AttentionExplorer:
             check_index(layer, "layer", config.n_layer),
             check_index(head, "head", config.n_head),
             names,
+            neuron,
         )
 
     def forward(self, ids: torch.Tensor, what_if: WhatIf | None = None) -> ForwardRecord:
@@ -278,7 +312,13 @@ class AttentionExplorer:
             self._passes.move_to_end(key)
             return self._passes[key]
 
-    def explain(self, prompt: str, temperature: float = 1.0, what_if: WhatIf | None = None) -> dict:
+    def explain(
+        self,
+        prompt: str,
+        temperature: float = 1.0,
+        what_if: WhatIf | None = None,
+        encoding: str = "json",
+    ) -> dict:
         """Everything the page shows for one prompt, but the steps (`steps`).
 
         Args:
@@ -286,6 +326,8 @@ class AttentionExplorer:
                 than block_size, its last block_size (see `prepare`).
             temperature: >= 0, for ``next`` (the page can change it without asking again).
             what_if: switches for one head (`what_if`), or None: the model's own pass.
+            encoding: "json" (tables as nested lists) or "float32" (packed:
+                `viz.array_encoding.packed`).
 
         Returns:
             A JSON-ready dict:
@@ -305,9 +347,10 @@ class AttentionExplorer:
             (catalogue messages ``{"key", "args"}``).
 
         Raises:
-            PromptError: for a prompt `prepare` refuses, or a temperature that is not a
-                number >= 0.
+            PromptError: for a prompt `prepare` refuses, a temperature that is not a
+                number >= 0, or an unknown encoding.
         """
+        encoding = check_encoding(encoding)
         prompt, ids, notes = self.prepare(prompt)
         temperature = check_temperature(temperature)
         record = self.forward(ids, what_if)
@@ -326,21 +369,21 @@ class AttentionExplorer:
             own_best = own.logits[0].argmax(-1).tolist()  # (T,) at every position
             best = record.logits[0].argmax(-1).tolist()
             model = {
-                "logits": own.logits[0, -1].float().cpu().tolist(),
-                "head_weights": head_weights.float().cpu().tolist(),
+                "logits": own.logits[0, -1],
+                "head_weights": head_weights,
                 "changed": [
                     {"position": p, "own": a, "what_if": b}
                     for p, (a, b) in enumerate(zip(own_best, best, strict=True))
                     if a != b
                 ],
             }
-        return {
+        answer = {
             "prompt": prompt,
             "chars": list(prompt),
             "labels": [visible_char(c) for c in prompt],
-            "weights": weights.tolist(),
-            "average": average.tolist(),
-            "logits": logits.tolist(),
+            "weights": weights,
+            "average": average,
+            "logits": logits,
             "temperature": temperature,
             "next": [
                 {"id": i, "char": chars[i], "label": visible_char(chars[i]), "probability": p}
@@ -351,33 +394,74 @@ class AttentionExplorer:
             "model": model,
             "notes": [message_json(note) for note in notes],
         }
+        return encode_arrays(answer, encoding)
 
-    def steps(self, prompt: str, layer: int, head: int, what_if: WhatIf | None = None) -> dict:
+    def steps(
+        self,
+        prompt: str,
+        layer: int,
+        head: int,
+        what_if: WhatIf | None = None,
+        encoding: str = "json",
+        extras=(),
+        cell=None,
+        neuron_cell=None,
+    ) -> dict:
         """The step-by-step tables of one head (`viz.attention_steps.steps_json`), from
-        the same forward pass as `explain` (under the same switches).
+        the same forward pass as `explain` (under the same switches), with the
+        requested ``extras``, ``cell`` and ``neuron_cell``
+        (`viz.steps_extras.extras_json`), tables written in ``encoding``.
 
         Raises:
-            PromptError: for a prompt `prepare` refuses, or a layer or head out of range.
+            PromptError: for a prompt `prepare` refuses, a layer or head out of range,
+                an unknown encoding or extra, or a cell out of range.
         """
         config = self.model.config
         layer = check_index(layer, "layer", config.n_layer)
         head = check_index(head, "head", config.n_head)
+        encoding = check_encoding(encoding)
         prompt, ids, _ = self.prepare(prompt)
-        answer = steps_json(self.forward(ids, what_if), layer, [head])
+        record = self.forward(ids, what_if)
+        answer = steps_json(record, layer, [head], encoding=None)
+        try:
+            answer |= extras_json(
+                self.model,
+                record,
+                prompt,
+                layer,
+                head,
+                extras,
+                cell,
+                neuron_cell,
+                self.tokenizer.chars,
+            )
+        except ValueError as e:
+            raise PromptError(str(e)) from None
         answer["prompt"] = prompt
-        return answer
+        return encode_arrays(answer, encoding)
 
     def all_steps(self, prompt: str) -> list[dict]:
         """The steps of every layer and every head of the model's own pass, for a page
-        that cannot ask (``--html``): one `steps_json` per layer.
+        that cannot ask (``--html``): one `steps_json` per layer, with every extra
+        (`viz.steps_extras.EXTRAS`) under "extras": {str(head): extras_json}.
 
         Raises:
             PromptError: for a prompt `prepare` refuses.
         """
-        _, ids, _ = self.prepare(prompt)
+        prompt, ids, _ = self.prepare(prompt)
         record = self.forward(ids)
         heads = list(range(self.model.config.n_head))
-        return [steps_json(record, layer, heads) for layer in range(len(record.layers))]
+        answers = []
+        for layer in range(len(record.layers)):
+            answer = steps_json(record, layer, heads, encoding=None)
+            answer["extras"] = {
+                str(head): extras_json(
+                    self.model, record, prompt, layer, head, EXTRAS, chars=self.tokenizer.chars
+                )
+                for head in heads
+            }
+            answers.append(encode_arrays(answer))
+        return answers
 
 
 def render_page(
@@ -558,17 +642,22 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         explorer = self.server.explorer
         prompt = fields.get("prompt", "")
         layer, head = fields.get("layer", -1), fields.get("head", 0)
+        encoding = fields.get("encoding", "json")
         try:
             if fields.get("step") not in (None, "") and self.server.snapshots is not None:
                 # The model as of that snapshot (the nearest); a ValueError names the fix.
                 explorer = self.server.snapshots.explorer(fields["step"])
-            what_if = explorer.what_if(layer, head, fields.get("switches", []))
+            switches = fields.get("switches", [])
+            what_if = explorer.what_if(layer, head, switches, fields.get("neuron"))
             if path == "/api/steps":
-                result = explorer.steps(prompt, layer, head, what_if)
+                asked = fields.get("extras", ()), fields.get("cell"), fields.get("neuron_cell")
+                result = explorer.steps(prompt, layer, head, what_if, encoding, *asked)
             else:
-                result = explorer.explain(prompt, fields.get("temperature", 1.0), what_if)
+                temperature = fields.get("temperature", 1.0)
+                result = explorer.explain(prompt, temperature, what_if, encoding)
         except PromptError as e:
             self._send_error(HTTPStatus.BAD_REQUEST, str(e), e.message)
+            return
         except ValueError as e:  # a snapshot step the run does not have
             self._send_error(HTTPStatus.BAD_REQUEST, str(e))
             return

@@ -6,21 +6,28 @@ that the Korean chapters' steps name, for every layer and head, as the model com
 them:
 
     X            the attention's input: the residual stream after the block's norm
-    X·Xᵀ         the chapters' first form (no learned projections), and its masked
-                 softmax: computed here from X, the one table the model does not compute
+    X·Xᵀ         the chapters' first form (no learned projections), its masked softmax
+                 and their weighted sum weights·X: computed here from X, the tables the
+                 model does not compute
     q, k, v      per head, after QK-norm and RoPE where the model has them
     q·kᵀ         the raw scores; then ÷ √d_k; then the causal mask (the future is -inf)
     weights      the softmax of each row; then weights·v
     heads        concatenated; × W_o (out_proj); added to the residual stream
+
+and for the rest of the block and the head (viz/block_steps.py, viz/head_projections.py,
+viz/logit_attribution.py): qkv_proj's output before QK-norm and RoPE (X·W_q, X·W_k,
+X·W_v), the second norm, the MLP's up-projection, activation and output, the final
+norm's input and output, and the LM head's logits before any soft cap.
 
 The steps inside the attention come through `model.record_attention`'s step hook (the
 steps of `model.gpt.explicit_attention`); the rest through PyTorch's module hooks
 (`nn.Module.register_forward_pre_hook`, `register_forward_hook`) on each block's
 modules. So nothing here re-computes what the model computes.
 
-A `WhatIf` changes one step of one head (`SWITCHES`) inside that same forward pass: the
-layers after it, the final norm and the LM head run as usual on what the change left.
-Such a pass is not what the model computes; the page marks it so.
+A `WhatIf` changes one step of one head (`SWITCHES`), or zeroes a part of one block
+(`BLOCK_SWITCHES`: a head's output, the MLP, one neuron), inside that same forward pass:
+the layers after it, the final norm and the LM head run as usual on what the change
+left. Such a pass is not what the model computes; the page marks it so.
 
     record = record_forward(model, ids)                        # (T,) ids
     steps = attention_steps(record, layer=0, head=1)           # list of Step, in order
@@ -33,6 +40,7 @@ from dataclasses import dataclass, field
 import torch
 
 from model import GPT, GPTConfig, causal_mask, record_attention
+from viz.array_encoding import encode_arrays
 from viz.messages import Message, message_json, say
 
 # Each switch, and the catalogue's message a learner reads on its button
@@ -46,44 +54,71 @@ SWITCHES = {
 # The step a switch replaces, in explicit_attention's names.
 SWITCHED_STEP = {"xx_scores": "scores", "no_scale": "scaled", "no_mask": "masked"}
 SWITCHED_STEP["uniform"] = "weights"
+# Switches that take a part of the block out: its write into the residual stream
+# becomes 0 (Meng et al. 2022 and Olsson et al. 2022 call this zero-ablation).
+BLOCK_SWITCHES = {
+    "zero_head": "switch.zero_head",
+    "zero_mlp": "switch.zero_mlp",
+    "zero_neuron": "switch.zero_neuron",
+}
+SWITCHED_STEP["zero_head"] = "out"
 
 
 @dataclass(frozen=True)
 class WhatIf:
-    """Switches (keys of `SWITCHES`) applied to one head of one layer.
+    """Switches (keys of `SWITCHES` and `BLOCK_SWITCHES`) applied to one head of one
+    layer, or to that layer's MLP ("zero_mlp") or one of its neurons ("zero_neuron").
 
     Args:
         layer: 0-based layer.
-        head: 0-based head of that layer.
-        switches: names from `SWITCHES`, any order; stored sorted and without repeats.
+        head: 0-based head of that layer (the MLP switches leave it unused).
+        switches: names from `SWITCHES` or `BLOCK_SWITCHES`, any order; stored sorted
+            and without repeats.
+        neuron: the MLP neuron "zero_neuron" zeroes, 0 .. 4·n_embd − 1; None otherwise.
 
     Raises:
-        ValueError: naming an unknown switch and the known ones.
+        ValueError: naming an unknown switch and the known ones; "zero_neuron" without
+            a neuron, or a neuron without "zero_neuron".
     """
 
     layer: int
     head: int
     switches: tuple[str, ...] = ()
+    neuron: int | None = None
 
     def __post_init__(self):
-        unknown = [s for s in self.switches if s not in SWITCHES]
+        unknown = [s for s in self.switches if s not in SWITCHES and s not in BLOCK_SWITCHES]
         if unknown:
             raise ValueError(
                 f"unknown what-if switch {', '.join(map(repr, unknown))}; "
-                f"the switches are {', '.join(SWITCHES)}"
+                f"the switches are {', '.join([*SWITCHES, *BLOCK_SWITCHES])}"
+            )
+        if ("zero_neuron" in self.switches) != (self.neuron is not None):
+            raise ValueError(
+                "the switch zero_neuron needs the neuron to zero, and a neuron needs "
+                "zero_neuron: give both or neither"
             )
         object.__setattr__(self, "switches", tuple(sorted(set(self.switches))))
 
-    def check(self, n_layer: int, n_head: int) -> None:
-        """Raise ValueError if layer or head is outside the model's 0..n_layer-1, 0..n_head-1."""
+    def check(self, n_layer: int, n_head: int, n_neuron: int | None = None) -> None:
+        """Raise ValueError if layer, head or neuron is outside the model's
+        0..n_layer-1, 0..n_head-1, 0..n_neuron-1 (n_neuron: the MLP's width, 4·n_embd)."""
         if not 0 <= self.layer < n_layer:
             raise ValueError(f"what-if layer must be in 0..{n_layer - 1}, got {self.layer}")
         if not 0 <= self.head < n_head:
             raise ValueError(f"what-if head must be in 0..{n_head - 1}, got {self.head}")
+        if self.neuron is not None and n_neuron is not None and not 0 <= self.neuron < n_neuron:
+            raise ValueError(f"what-if neuron must be in 0..{n_neuron - 1}, got {self.neuron}")
 
     def describe(self, lang: str = "en") -> str:
-        """One line in ``lang`` ("en", "ko"): which head, and what is switched."""
-        changes = "; ".join(say(SWITCHES[s], lang) for s in self.switches)
+        """One line in ``lang`` ("en", "ko"): which head (or MLP neuron), and what is
+        switched."""
+        texts = {**SWITCHES, **BLOCK_SWITCHES}
+        changes = "; ".join(say(texts[s], lang) for s in self.switches)
+        if self.neuron is not None:
+            changes += " " + say("whatif.neuron", lang, neuron=self.neuron)
+        if set(self.switches) <= {"zero_mlp", "zero_neuron"}:
+            return say("whatif.describe_layer", lang, layer=self.layer, changes=changes)
         return say("whatif.describe", lang, layer=self.layer, head=self.head, changes=changes)
 
     def on(self, layer: int, head: int, switch: str) -> bool:
@@ -100,15 +135,21 @@ class ForwardRecord:
         ids: (T,) int64 token ids.
         logits: (1, T, vocab_size), the model's output.
         layers: one dict per layer: "residual_in" (1, T, C) the block's input; "x"
-            (1, T, C) the attention's input (the block's first norm); "q", "k", "v",
-            "out" (1, n_head, T, d_k); "scores", "scaled", "masked", "weights" (1,
-            n_head, T, T); "concat" (1, T, C) the heads side by side; "projected" (1,
-            T, C) out_proj's output; "attention" (1, T, C) the attention module's
-            output; "residual_mid" (1, T, C) the residual stream after the attention
-            is added (the block's second norm reads it); "residual_out" (1, T, C) the
-            block's output.
+            (1, T, C) the attention's input (the block's first norm); "qkv" (1, T, 3C)
+            qkv_proj's output (q, k, v before QK-norm and RoPE); "q", "k", "v", "out"
+            (1, n_head, T, d_k); "scores", "scaled", "masked", "weights" (1, n_head,
+            T, T); "concat" (1, T, C) the heads side by side; "projected" (1, T, C)
+            out_proj's output; "attention" (1, T, C) the attention module's output;
+            "residual_mid" (1, T, C) the residual stream after the attention is added
+            (the block's second norm reads it); "mlp_x" (1, T, C) the second norm's
+            output, the MLP's input; "up" (1, T, 4C) the up-projection; "act" (1, T,
+            4C) the activation; "mlp" (1, T, C) the MLP's output (its down-projection);
+            "residual_out" (1, T, C) the block's output.
         config: the model's configuration.
         what_if: the switches this pass ran with, or None: the model's own pass.
+        final: "residual" (1, T, C) the final norm's input (the last block's output),
+            "normed" (1, T, C) its output, "head_logits" (1, T, vocab_size) the LM
+            head's output before any soft cap.
     """
 
     ids: torch.Tensor
@@ -116,6 +157,7 @@ class ForwardRecord:
     layers: list[dict[str, torch.Tensor]]
     config: GPTConfig = field(repr=False)
     what_if: WhatIf | None = None
+    final: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
 
 
 def switched(name: str, tensor: torch.Tensor, kept: dict, what_if: WhatIf) -> torch.Tensor:
@@ -134,6 +176,8 @@ def switched(name: str, tensor: torch.Tensor, kept: dict, what_if: WhatIf) -> to
         # Every position the row may see (not -inf after the mask step) weighs the same.
         visible = (kept["masked"][0, head] != float("-inf")).to(tensor.dtype)
         replacement = visible / visible.sum(dim=-1, keepdim=True)
+    elif name == "out" and "zero_head" in on:
+        replacement = torch.zeros_like(tensor[0, head])
     if replacement is None:
         return tensor
     tensor = tensor.clone()
@@ -144,7 +188,8 @@ def switched(name: str, tensor: torch.Tensor, kept: dict, what_if: WhatIf) -> to
 @torch.no_grad()
 def record_forward(model: GPT, ids: torch.Tensor, what_if: WhatIf | None = None) -> ForwardRecord:
     """Run ``model`` once over ``ids`` in eval mode and keep every step (see the module
-    docstring); with ``what_if``, change that step of that head on the way.
+    docstring); with ``what_if``, change that step of that head (or zero that part of
+    the block) on the way.
 
     Restores the model's previous mode, and removes every hook, even on an error.
 
@@ -159,28 +204,37 @@ def record_forward(model: GPT, ids: torch.Tensor, what_if: WhatIf | None = None)
 
     Raises:
         ValueError: if ids is not 1-D, is empty or is longer than block_size, or
-            ``what_if`` names a layer or head the model lacks.
+            ``what_if`` names a layer, head or neuron the model lacks.
     """
     if ids.dim() != 1 or ids.numel() == 0:
         raise ValueError(f"ids must be a non-empty 1-D tensor, got shape {tuple(ids.shape)}")
     config = model.config
     if what_if is not None:
-        what_if.check(config.n_layer, config.n_head)
+        what_if.check(config.n_layer, config.n_head, model.blocks[0].mlp.up_proj.out_features)
         if not what_if.switches:
             what_if = None
     layers: list[dict[str, torch.Tensor]] = [{} for _ in model.blocks]
+    final: dict[str, torch.Tensor] = {}
 
-    def keep_input(layer: int, name: str):
+    def keep_input(kept: dict, name: str):
         def hook(module, args):
-            layers[layer][name] = args[0]
+            kept[name] = args[0]
 
         return hook
 
-    def keep_output(layer: int, name: str):
+    def keep_output(kept: dict, name: str):
         def hook(module, args, output):
-            layers[layer][name] = output
+            kept[name] = output
 
         return hook
+
+    def zero_output(module, args, output):  # "zero_mlp"
+        return torch.zeros_like(output)
+
+    def zero_neuron(module, args, output):  # "zero_neuron"
+        output = output.clone()
+        output[..., what_if.neuron] = 0
+        return output
 
     def step_hook(layer: int, name: str, tensor: torch.Tensor) -> torch.Tensor:
         if what_if is not None and layer == what_if.layer:
@@ -189,16 +243,32 @@ def record_forward(model: GPT, ids: torch.Tensor, what_if: WhatIf | None = None)
         return tensor
 
     handles = []
-    for i, block in enumerate(model.blocks):
+    if what_if is not None:  # registered first: the hooks that keep see the change
+        mlp = model.blocks[what_if.layer].mlp
+        if "zero_mlp" in what_if.switches:
+            handles.append(mlp.register_forward_hook(zero_output))
+        if "zero_neuron" in what_if.switches:
+            handles.append(mlp.activation.register_forward_hook(zero_neuron))
+    for block, kept in zip(model.blocks, layers, strict=True):
         handles += [
-            block.register_forward_pre_hook(keep_input(i, "residual_in")),
-            block.attn.register_forward_pre_hook(keep_input(i, "x")),
-            block.attn.out_proj.register_forward_pre_hook(keep_input(i, "concat")),
-            block.attn.out_proj.register_forward_hook(keep_output(i, "projected")),
-            block.attn.register_forward_hook(keep_output(i, "attention")),
-            block.ln_2.register_forward_pre_hook(keep_input(i, "residual_mid")),
-            block.register_forward_hook(keep_output(i, "residual_out")),
+            block.register_forward_pre_hook(keep_input(kept, "residual_in")),
+            block.attn.register_forward_pre_hook(keep_input(kept, "x")),
+            block.attn.qkv_proj.register_forward_hook(keep_output(kept, "qkv")),
+            block.attn.out_proj.register_forward_pre_hook(keep_input(kept, "concat")),
+            block.attn.out_proj.register_forward_hook(keep_output(kept, "projected")),
+            block.attn.register_forward_hook(keep_output(kept, "attention")),
+            block.ln_2.register_forward_pre_hook(keep_input(kept, "residual_mid")),
+            block.mlp.register_forward_pre_hook(keep_input(kept, "mlp_x")),
+            block.mlp.up_proj.register_forward_hook(keep_output(kept, "up")),
+            block.mlp.activation.register_forward_hook(keep_output(kept, "act")),
+            block.mlp.register_forward_hook(keep_output(kept, "mlp")),
+            block.register_forward_hook(keep_output(kept, "residual_out")),
         ]
+    handles += [
+        model.ln_f.register_forward_pre_hook(keep_input(final, "residual")),
+        model.ln_f.register_forward_hook(keep_output(final, "normed")),
+        model.lm_head.register_forward_hook(keep_output(final, "head_logits")),
+    ]
     was_training = model.training
     model.eval()
     try:
@@ -209,7 +279,7 @@ def record_forward(model: GPT, ids: torch.Tensor, what_if: WhatIf | None = None)
         model.train(was_training)
         for handle in handles:
             handle.remove()
-    return ForwardRecord(ids.cpu(), logits, layers, config, what_if)
+    return ForwardRecord(ids.cpu(), logits, layers, config, what_if, final)
 
 
 def xx_scores(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -293,6 +363,16 @@ MODEL_CODE = {
     "concat": ("CausalSelfAttention.forward", "out.transpose(1, 2).contiguous().view(B, T, C)"),
     "projected": ("CausalSelfAttention.forward", "self.out_proj(out)"),
     "residual": ("Block.forward", "x = x + self.attn(self.ln_1(x), kv_cache)"),
+    # The chapter's X·W_q (viz/head_projections.py) and the rest of the block
+    # (viz/block_steps.py).
+    "qkv_proj": ("CausalSelfAttention.forward", "self.qkv_proj(x)"),
+    "block_in": ("Block.forward", "def forward(self, x"),
+    "attention": ("Block.forward", "self.attn(self.ln_1(x), kv_cache)"),
+    "ln_2": ("Block.forward", "self.ln_2(x)"),
+    "up": ("MLP.forward", "self.up_proj(x)"),
+    "act": ("MLP.forward", "self.activation(self.up_proj(x))"),
+    "down": ("MLP.forward", "self.down_proj(self.activation(self.up_proj(x)))"),
+    "block_out": ("Block.forward", "x = x + self.mlp(self.ln_2(x))"),
 }
 # Where the one table the model does not compute comes from (X·Xᵀ; the page says so).
 XX_CODE = "viz/attention_steps.py · xx_scores"
@@ -314,8 +394,8 @@ def qk_note(config) -> Message:
 
 def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Step]]:
     """The steps shared by every head of ``layer`` (0-based), as two lists: those before
-    the heads (X, X·Xᵀ and its softmax) and those after (the heads concatenated, × W_o,
-    added to the residual stream)."""
+    the heads (X, X·Xᵀ, its softmax and weights·X) and those after (the heads
+    concatenated, × W_o, added to the residual stream)."""
     kept = record.layers[layer]
     config = record.config
     x = kept["x"][0]
@@ -330,6 +410,7 @@ def layer_steps(record: ForwardRecord, layer: int) -> tuple[list[Step], list[Ste
         shared("x", 1, model_code("x"), x, norm=norm),
         shared("xx", 2, XX_CODE, xx),
         shared("xx_weights", 2, XX_CODE, xx_weights, "weights"),
+        shared("xx_out", 2, XX_CODE, xx_weights @ x),  # xx_scores's weights times X
     ], [
         shared("concat", 9, model_code("concat"), kept["concat"][0]),
         shared("projected", 9, model_code("projected"), kept["projected"][0]),
@@ -379,8 +460,8 @@ def attention_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
         head: 0-based head.
 
     Returns:
-        X, X·Xᵀ, its softmax, q, k, v, q·kᵀ, ÷√d_k, masked, weights, weights·v, the
-        heads concatenated, × W_o, the residual stream after the add.
+        X, X·Xᵀ, its softmax, weights·X, q, k, v, q·kᵀ, ÷√d_k, masked, weights,
+        weights·v, the heads concatenated, × W_o, the residual stream after the add.
 
     Raises:
         ValueError: if layer or head is out of range.
@@ -395,18 +476,11 @@ def attention_steps(record: ForwardRecord, layer: int, head: int) -> list[Step]:
     return [*before, *head_steps(record, layer, head), *after]
 
 
-def matrix_json(values: torch.Tensor) -> list[list[float | None]]:
-    """A 2-D tensor as nested lists of floats for JSON, -inf (the mask) as None."""
-    rows = values.detach().float().cpu()
-    if bool(torch.isfinite(rows).all()):
-        return rows.tolist()
-    return [[v if math.isfinite(v) else None for v in row] for row in rows.tolist()]
-
-
 def step_json(step: Step) -> dict:
     """A `Step` as the page reads it: key, chapter, title, formula, code, kind, head,
-    columns ("characters" or "channels"), shape [rows, columns], values (nested lists;
-    None for -inf)."""
+    columns ("characters" or "channels"), shape [rows, columns], values (the (rows,
+    columns) tensor: `viz.array_encoding.encode_arrays` writes it as nested lists, None
+    for -inf, or packed)."""
     return {
         "key": step.key,
         "chapter": step.chapter,
@@ -417,12 +491,22 @@ def step_json(step: Step) -> dict:
         "head": step.head,
         "columns": "characters" if step.columns_are_characters else "channels",
         "shape": list(step.values.shape),
-        "values": matrix_json(step.values),
+        "values": step.values,
     }
 
 
-def steps_json(record: ForwardRecord, layer: int, heads: list[int]) -> dict:
+def steps_json(
+    record: ForwardRecord, layer: int, heads: list[int], encoding: str | None = "json"
+) -> dict:
     """The page's steps of ``layer`` for the given heads.
+
+    Args:
+        record: from `record_forward`.
+        layer: 0-based layer; negative counts from the end.
+        heads: 0-based heads.
+        encoding: how the tables are written (`viz.array_encoding.ENCODINGS`: "json"
+            nested lists, "float32" packed), or None: left as tensors, for a caller
+            that adds more before encoding the whole answer.
 
     Returns:
         ``{"layer", "d_k", "order": [keys in the chapters' order], "chapters":
@@ -430,7 +514,7 @@ def steps_json(record: ForwardRecord, layer: int, heads: list[int]) -> dict:
         step_json}}, "what_if": None or {"layer", "head", "switches", "text"}}``.
 
     Raises:
-        ValueError: if layer or a head is out of range.
+        ValueError: if layer or a head is out of range, or for an unknown encoding.
     """
     order = [s.key for s in attention_steps(record, layer, heads[0] if heads else 0)]
     layer %= len(record.layers)
@@ -448,17 +532,21 @@ def steps_json(record: ForwardRecord, layer: int, heads: list[int]) -> dict:
         answer["heads"][str(head)] = {
             s.key: step_json(s) for s in attention_steps(record, layer, head) if s.head is not None
         }
-    return answer
+    return answer if encoding is None else encode_arrays(answer, encoding)
 
 
 def what_if_json(what_if: WhatIf | None) -> dict | None:
-    """A `WhatIf` for the page: layer, head, switches and a one-line description (in
-    English; the page words it from the switches in its own language)."""
+    """A `WhatIf` for the page: layer, head, switches, a one-line description (in
+    English; the page words it from the switches in its own language), and with
+    "zero_neuron" the neuron."""
     if what_if is None:
         return None
-    return {
+    answer = {
         "layer": what_if.layer,
         "head": what_if.head,
         "switches": list(what_if.switches),
         "text": what_if.describe(),
     }
+    if what_if.neuron is not None:
+        answer["neuron"] = what_if.neuron
+    return answer

@@ -109,6 +109,8 @@ def format_matrix(
     rows = values.detach().double().cpu()[:, :shown].tolist()
     cells = [[format_number(v, decimals) for v in row] for row in rows]
     cell = max(decimals + 4, *(len(c) + 1 for row in cells for c in row))
+    if column_labels is not None:  # words (viz/word_tables.py) are wider than numbers
+        cell = max(cell, *(display_width(s) + 1 for s in column_labels[:shown]))
     index_width = len(str(len(row_labels) - 1))
     label_width = max(2, *(display_width(s) for s in row_labels))
     margin = " " * (index_width + 1 + label_width)

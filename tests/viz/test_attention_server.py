@@ -38,7 +38,7 @@ from viz.attention_server import (
     next_char_probabilities,
     render_page,
 )
-from viz.attention_steps import SWITCHES, attention_steps, record_forward
+from viz.attention_steps import BLOCK_SWITCHES, SWITCHES, attention_steps, record_forward
 from viz.attention_table import format_attention_table, format_steps
 from viz.attention_weights import prompt_attention, select_head
 from viz.messages import Message, say
@@ -205,6 +205,9 @@ def test_the_server_serves_the_page_and_nothing_from_the_file_system(run):
         "vocab": VOCAB,
         "vocab_labels": [c.replace(" ", "␣") for c in VOCAB],
         "switches": [{"key": key, "text": text} for key, text in SWITCHES.items()],
+        "block_switches": [{"key": k, "text": t} for k, t in BLOCK_SWITCHES.items()],
+        "extras": ["words", "projections", "block", "attribution"],
+        "encodings": ["json", "float32"],
     }
     # The chapters' sentences: the one whose characters the model knows is offered.
     assert [p["text"] for p in presets if not p["missing"]] == [PROMPT]

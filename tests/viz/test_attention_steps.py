@@ -108,7 +108,8 @@ def test_the_steps_follow_the_chapters_and_hold_the_recorded_tensors(model):
     record = record_forward(model, ids)
     steps = attention_steps(record, 1, 2)
     keys = [s.key for s in steps]
-    assert keys == ["x", "xx", "xx_weights", "q", "k", "v", "scores", "scaled", "masked"] + [
+    assert keys == ["x", "xx", "xx_weights", "xx_out", "q", "k", "v", "scores", "scaled"] + [
+        "masked",
         "weights",
         "out",
         "concat",
@@ -130,6 +131,13 @@ def test_the_steps_follow_the_chapters_and_hold_the_recorded_tensors(model):
     expected = torch.softmax((x @ x.T).masked_fill(future, -math.inf), dim=-1)
     assert torch.equal(by_key["xx_weights"].values, expected)
     assert not by_key["xx_weights"].values[future].any()
+    # Completed by the weighted sum weights·X, row by row as the chapter writes it.
+    mix = by_key["xx_out"].values
+    assert torch.equal(mix, expected @ x)
+    for i in (0, 3):
+        by_hand = sum(expected[i, j] * x[j] for j in range(i + 1))
+        torch.testing.assert_close(mix[i], by_hand, atol=1e-5, rtol=0)
+    torch.testing.assert_close(mix[0], x[0])  # the first character sees only itself
     # Which of QK-norm and RoPE the model applies is said on Q's table.
     config = model.config
     if config.position == "rope":

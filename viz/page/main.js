@@ -48,6 +48,7 @@ function render() {
   renderSwitches();
   renderChanges();
   renderSteps();
+  renderBlock();
   renderLens();
 }
 
@@ -58,6 +59,7 @@ function request() {
     layer: state.layer,
     head: stepHead(),
     switches: [...state.switches],
+    neuron: state.switches.has("zero_neuron") ? state.neuron : undefined, // block.js
   };
 }
 
@@ -66,9 +68,9 @@ async function post(path, body) {
     const response = await fetch(path, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body),
+      body: JSON.stringify({ ...body, encoding: "float32" }), // tables as packed bytes
     });
-    return await response.json();
+    return unpackAnswer(await response.json());
   } catch (error) {
     return { error: t("error.no_server") };
   }
@@ -108,7 +110,7 @@ async function loadSteps() {
     return;
   }
   const ticket = ++state.request;
-  const answer = await post("api/steps", request());
+  const answer = await post("api/steps", { ...request(), extras: BLOCK_EXTRAS });
   if (ticket !== state.request) return;
   if (answer.error !== undefined) {
     showMessages([answer.message || answer.error], true);
@@ -116,6 +118,7 @@ async function loadSteps() {
   }
   state.steps = answer;
   renderSteps();
+  renderBlock();
 }
 
 function extend(char) {
@@ -168,6 +171,7 @@ function start() {
     box.readOnly = true;
     $("show").disabled = true;
   }
+  $("words-toggle").addEventListener("change", renderBlock);
   $("temperature").addEventListener("input", (event) => {
     state.temperature = Number(event.target.value);
     if (state.result) { renderNext(); renderChanges(); }
