@@ -53,6 +53,17 @@ NEEDS_COMPILER = pytest.mark.skipif(
 )
 
 
+# One pytest-xdist worker per core (addopts: -n auto) each running torch's default of one
+# thread per core oversubscribes the cores: OpenMP's threads spin while they wait and the
+# suite takes two to three times as long (docs/benchmarks.md#the-test-suite). Each worker
+# takes its share of the cores, and so do the processes it starts (OMP_NUM_THREADS), unless
+# the person running the tests chose OMP_NUM_THREADS.
+WORKER_COUNT = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKER_COUNT > 1 and "OMP_NUM_THREADS" not in os.environ:
+    WORKER_THREADS = max(1, (os.cpu_count() or 1) // WORKER_COUNT)
+    os.environ["OMP_NUM_THREADS"] = str(WORKER_THREADS)
+    torch.set_num_threads(WORKER_THREADS)
+
 # Set at import, before any test compiles; inherited by the processes tests start.
 COMPILE_CACHE = None
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
