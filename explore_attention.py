@@ -40,11 +40,13 @@ browser's; the page has a switch too). Both read one catalogue, viz/page/message
 --compare OTHER prints the same prompt through this model (A) and another (B: a run
 folder's ckpt.pt, or a checkpoint file), e.g. a fine-tuned run and its parent: both
 next-character tables, what each layer would predict, and how much each head's
-weights differ, with the differences marked (viz/model_compare.py).
+weights differ, with the differences marked (viz/model_compare.py). With --serve the
+page shows both models side by side for each prompt it shows (POST /api/compare).
 
 --at-step N uses the run's snapshot nearest training step N (train.snapshots) in place
 of the checkpoint, for the table, --steps and --html: the model as it was then. --serve
-offers every snapshot to the page (GET /api/snapshots; a request's "step" field).
+offers every snapshot to the page (GET /api/snapshots; a request's "step" field): a
+slider over training above the tables, and how a head's weights moved between two.
 """
 
 import argparse
@@ -176,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="OTHER",
         help="print --prompt through this model and another (a run folder or a checkpoint "
-        "file) side by side, the differences marked",
+        "file) side by side, the differences marked; with --serve, on the page",
     )
     p.add_argument(
         "--at-step",
@@ -222,8 +224,11 @@ def check_modes(args: argparse.Namespace) -> None:
         args.prompt = normalize_newlines(unescape_argument("--prompt", args.prompt))
     if args.serve and args.html:
         raise ValueError("--html writes the page for one prompt without a server; drop --serve")
-    if args.compare is not None and (args.serve or args.html or args.steps):
-        raise ValueError("--compare prints its comparison alone: drop --serve, --html, --steps")
+    if args.compare is not None and (args.html or args.steps):
+        raise ValueError(
+            "--compare prints its comparison, or with --serve shows it on the page: "
+            "drop --html and --steps"
+        )
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in 0..65535 (0: any free port), got {args.port}")
 
@@ -235,6 +240,7 @@ def open_server(
     prompt: str | None,
     lang: str | None = None,
     snapshots=None,
+    compare: ComparedModel | None = None,
 ) -> ExplorerServer:
     """Bind the page's server (not yet answering: see `serve`).
 
@@ -243,7 +249,7 @@ def open_server(
             ``prompt`` cannot be shown (the page's message).
     """
     try:
-        return ExplorerServer((host, port), explorer, prompt, lang, snapshots)
+        return ExplorerServer((host, port), explorer, prompt, lang, snapshots, compare)
     except OSError as e:
         raise ValueError(
             f"cannot listen on {host}:{port} ({e.strerror or e}); "
@@ -328,21 +334,28 @@ def print_steps(explorer: AttentionExplorer, args: argparse.Namespace, path: Pat
     return 0
 
 
+def load_compared(compare: str, device) -> ComparedModel:
+    """--compare's model: a run folder's ckpt.pt, or a checkpoint file.
+
+    Raises:
+        CheckpointError: for a path that holds no checkpoint.
+    """
+    other = Path(compare)
+    other = other / "ckpt.pt" if other.is_dir() else other
+    if not other.is_file():
+        raise CheckpointError(f"--compare {compare}: no checkpoint there")
+    model, tokenizer = model_from_checkpoint(load_checkpoint(other, device), other)
+    return ComparedModel(str(other), model.to(device).eval(), tokenizer)
+
+
 def print_comparison(explorer: AttentionExplorer, args, path: Path, device) -> int:
     """--compare: the prompt through the explorer's model and the other one, as text.
 
     Raises:
         CheckpointError: for an --compare path that holds no checkpoint.
     """
-    other = Path(args.compare)
-    other = other / "ckpt.pt" if other.is_dir() else other
-    if not other.is_file():
-        raise CheckpointError(f"--compare {args.compare}: no checkpoint there")
-    model, tokenizer = model_from_checkpoint(load_checkpoint(other, device), other)
     first = ComparedModel(str(path), explorer.model, explorer.tokenizer)
-    result = compare_models(
-        first, ComparedModel(str(other), model.to(device), tokenizer), args.prompt
-    )
+    result = compare_models(first, load_compared(args.compare, device), args.prompt)
     print(format_comparison(result))
     return 0
 
@@ -389,7 +402,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.serve:  # a --prompt is the page's first; one too long is cropped there
             snapshots = SnapshotExplorers(path.parent, device, explorer.own_text)
-            server = open_server(args.host, args.port, explorer, args.prompt, args.lang, snapshots)
+            other = None if args.compare is None else load_compared(args.compare, device)
+            server = open_server(
+                args.host, args.port, explorer, args.prompt, args.lang, snapshots, other
+            )
             return serve(server)
         if args.steps:
             return print_steps(explorer, args, path)

@@ -17,6 +17,8 @@ embedded in it: the model's description, and for `--html` one prompt's
     GET  /api/attention?prompt=...&temperature=1.0                 (the same, for curl)
     GET  /api/steps?prompt=...&layer=0&head=1&switches=no_mask,uniform
     GET  /api/snapshots    the run's snapshots: [{"step", "val_loss", "sample", "best"}]
+    POST /api/compare      {"prompt": "..."} -> the same prompt through this model and a
+                           second (`explore_attention.py --compare`; viz/model_compare.py)
 
 With a run's snapshots (`viz.snapshot_explorers`), both API paths take ``"step": N``:
 the answer is then that of the snapshot nearest step N, its own weights.
@@ -70,6 +72,7 @@ from viz.attention_weights import select_head
 from viz.char_labels import visible_char
 from viz.logit_lens import layer_predictions
 from viz.messages import CATALOGUE, Message, check_language, message_json
+from viz.model_compare import ComparedModel, compare_models, comparison_json
 from viz.page_files import PAGE_TEMPLATE, inline_scripts, page_scripts
 from viz.steps_extras import EXTRAS, extras_json
 
@@ -463,6 +466,41 @@ class AttentionExplorer:
             answers.append(encode_arrays(answer))
         return answers
 
+    def compare(self, other: ComparedModel, prompt, encoding: str = "json") -> dict:
+        """The same prompt through this model (A) and ``other`` (B), side by side:
+        `viz.model_compare.comparison_json` of `compare_models`, each model's
+        (n_layer, n_head, T, T) weights written in ``encoding``, with the visible labels
+        of the characters shown (``labels``: {char: label}).
+
+        A prompt with a character one model lacks is no error: that model's entry lists
+        it under ``missing`` and has no numbers (nor have the differences).
+
+        Raises:
+            PromptError: if the prompt is empty or not text, or the encoding unknown.
+        """
+        encoding = check_encoding(encoding)
+        if not isinstance(prompt, str):
+            kind = type(prompt).__name__
+            raise PromptError(
+                f"the prompt must be text, got {kind}", Message("error.not_text", {"type": kind})
+            )
+        if not prompt:
+            raise PromptError(
+                "the prompt is empty: type at least one character", Message("error.empty")
+            )
+        mine = ComparedModel(self.name, self.model, self.tokenizer)
+        with self._lock:  # the same model as `forward`'s: one request at a time
+            result = compare_models(mine, other, prompt, TOP_K)
+        answer = comparison_json(result)
+        shown = set()
+        for entry, side in zip(answer["models"], result["models"], strict=True):
+            shown |= set(side["prompt"]) | set(side["missing"])
+            if "weights" in side:
+                entry["weights"] = side["weights"]  # the tensor: packed under "float32"
+                shown |= {c for c, _ in side["next"]} | {c for c, _ in side["layers"]}
+        answer["labels"] = {c: visible_char(c) for c in sorted(shown)}
+        return encode_arrays(answer, encoding)
+
 
 def render_page(
     info: dict,
@@ -471,6 +509,7 @@ def render_page(
     served: bool,
     steps: list[dict] | None = None,
     lang: str | None = None,
+    compare: str | None = None,
 ) -> str:
     """The page with its data embedded, as one self-contained HTML document.
 
@@ -484,6 +523,9 @@ def render_page(
             served page asks for the steps it shows).
         lang: "en" or "ko", the language the page opens in; None follows the
             browser's (either way the page has a switch, and ?lang= in its address).
+        compare: the second model's label when the server answers /api/compare (the
+            page then shows both models side by side), else None (and no "compare" in
+            the data).
 
     Raises:
         OSError: if the page template cannot be read.
@@ -493,6 +535,8 @@ def render_page(
     if not served:  # a file opened from disk has no server to ask for its scripts
         template = inline_scripts(template, page_scripts(template))
     payload = {"served": served, "model": info, "result": result, "steps": steps}
+    if compare is not None:
+        payload["compare"] = compare
     words = {"lang": None if lang is None else check_language(lang), "messages": CATALOGUE}
     for opening, value in ((DATA_OPEN, payload), (MESSAGES_OPEN, words)):
         data = json.dumps(value, ensure_ascii=False)
@@ -570,11 +614,13 @@ def request_refusal(
 
 
 SNAPSHOTS_API = "/api/snapshots"  # GET: the run's snapshots (viz.snapshot_explorers)
+COMPARE_API = "/api/compare"  # POST: the prompt through a second model (--compare)
 
 
 class ExplorerRequestHandler(BaseHTTPRequestHandler):
-    """Answers GET / (the page), /api/attention and /api/steps (GET or POST; see the
-    module docstring); everything else is 404.
+    """Answers GET / (the page), /api/attention and /api/steps (GET or POST),
+    /api/snapshots (GET) and /api/compare (POST; see the module docstring); everything
+    else is 404.
 
     The server it runs under is an `ExplorerServer` (``self.server.explorer``,
     ``self.server.page``).
@@ -604,8 +650,10 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
         if self._refused("POST"):
             return
         path = urlsplit(self.path).path
-        if path not in API:
-            self._send_error(HTTPStatus.NOT_FOUND, "POST goes to /api/attention or /api/steps")
+        if path not in (*API, COMPARE_API):
+            self._send_error(
+                HTTPStatus.NOT_FOUND, "POST goes to /api/attention, /api/steps or /api/compare"
+            )
             return
         try:
             length = int(self.headers.get("Content-Length", "0"))
@@ -624,7 +672,10 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
                 HTTPStatus.BAD_REQUEST, 'send JSON such as {"prompt": "To be", "temperature": 1}'
             )
             return
-        self._answer(path, body)
+        if path == COMPARE_API:
+            self._answer_compare(body)
+        else:
+            self._answer(path, body)
 
     def _refused(self, method: str) -> bool:
         """Send `request_refusal`'s answer, if any; True when the request was refused
@@ -660,6 +711,23 @@ class ExplorerRequestHandler(BaseHTTPRequestHandler):
             return
         except ValueError as e:  # a snapshot step the run does not have
             self._send_error(HTTPStatus.BAD_REQUEST, str(e))
+            return
+        self._send_json(HTTPStatus.OK, result)
+
+    def _answer_compare(self, fields: dict) -> None:
+        """Answer /api/compare: the prompt through the served model and --compare's."""
+        other = self.server.compare
+        if other is None:
+            self._send_error(
+                HTTPStatus.NOT_FOUND,
+                "this page has no second model: serve it with --compare OTHER_RUN",
+            )
+            return
+        try:
+            prompt, encoding = fields.get("prompt", ""), fields.get("encoding", "json")
+            result = self.server.explorer.compare(other, prompt, encoding)
+        except PromptError as e:
+            self._send_error(HTTPStatus.BAD_REQUEST, str(e), e.message)
             return
         self._send_json(HTTPStatus.OK, result)
 
@@ -699,6 +767,8 @@ class ExplorerServer(ThreadingHTTPServer):
         snapshots: the run's `viz.snapshot_explorers.SnapshotExplorers`, or None: with
             them, GET /api/snapshots lists them and a request's ``step`` field answers
             from the snapshot nearest that step.
+        compare: a second model (`viz.model_compare.ComparedModel`) for POST
+            /api/compare and the page's side-by-side view, or None.
 
     Raises:
         OSError: if the address cannot be bound (port in use, unknown host), or the
@@ -715,11 +785,14 @@ class ExplorerServer(ThreadingHTTPServer):
         first_prompt: str | None = None,
         lang: str | None = None,
         snapshots=None,
+        compare: ComparedModel | None = None,
     ):
         first = explorer.explain(first_prompt) if first_prompt is not None else None
         self.explorer = explorer
         self.snapshots = snapshots  # a viz.snapshot_explorers.SnapshotExplorers, or None
-        page = render_page(explorer.model_info(), first, served=True, lang=lang)
+        self.compare = compare
+        label = None if compare is None else compare.label
+        page = render_page(explorer.model_info(), first, served=True, lang=lang, compare=label)
         self.page = page.encode("utf-8")
         template = PAGE_TEMPLATE.read_text(encoding="utf-8")
         self.scripts = {  # "/page/core.js" -> its bytes

@@ -44,7 +44,9 @@ def _one_side(side: ComparedModel, prompt: str, top_k: int) -> dict:
     (when it can read the prompt) its next-character distribution, table, layer
     predictions and (n_layer, n_head, T, T) attention weights."""
     tok, config = side.tokenizer, side.model.config
-    text = tok.normalize(prompt)[: config.block_size]
+    # The last block_size characters: those the model predicts the next from (as the
+    # page and sample.py crop).
+    text = tok.normalize(prompt)[-config.block_size :]
     missing = sorted({c for c in text if c not in set(tok.chars)})
     answer = {"label": side.label, "prompt": text, "missing": missing}
     if missing or not text:
@@ -74,7 +76,7 @@ def compare_models(
     Args:
         first, second: the two models (e.g. a fine-tuned run, then its parent).
         prompt: the text; each model reads it in its own normalisation, cut to its
-            block_size.
+            last block_size characters.
         top_k: characters in each next-character table.
 
     Returns:

@@ -97,6 +97,19 @@ def test_a_character_one_model_lacks_is_said(pair):
     assert "B lacks 1 character(s) of the prompt (가): it cannot read it" in text
 
 
+def test_a_long_prompt_is_read_as_its_last_block_size_characters(pair):
+    """As the page and sample.py crop: the characters the next one is predicted from."""
+    child, parent = pair
+    prompt = "abcdefghijklmnopqrstu"  # 21 characters, block_size 16
+    result = compare_models(child, parent, prompt)
+    assert [side["prompt"] for side in result["models"]] == [prompt[-16:]] * 2
+    ids = torch.tensor([PARENT_CHARS.index(c) for c in prompt[-16:]])
+    with torch.no_grad():
+        logits = parent.model(ids[None])[0][0, -1]
+    best = PARENT_CHARS[int(logits.argmax())]
+    assert result["models"][1]["next"][0][0] == best
+
+
 def test_explore_attention_compare_prints_both_models(tmp_path, pair, capsys):
     cfg = load_config(None, [f"out_dir={tmp_path}"])
     for side in pair:
