@@ -125,3 +125,35 @@ def test_at_step_without_snapshots_says_how_to_have_them(tmp_path, capsys):
     ]
     assert explore_attention.main([*argv, "--prompt", PROMPT, "--at-step", "3"]) == 2
     assert "train.snapshots" in capsys.readouterr().err
+
+
+def test_every_view_at_a_snapshot_is_that_snapshots_own(served):
+    """The next-character table, what each layer would predict and a what-if, asked at
+    step 50, are those of snapshot 50's weights, not the served model's (snapshot 5's)."""
+    folder, _, url = served
+    snapshot = load_checkpoint(folder / SNAPSHOTS_DIR / "step_0000050.pt")
+    model, tokenizer = model_from_checkpoint(snapshot)
+    ids = torch.tensor(tokenizer.encode(PROMPT).astype("int64"))
+    switched = {"layer": 0, "head": 1, "switches": ["uniform"]}
+    answer = ask(url, "api/attention", {"prompt": PROMPT, "step": 50, **switched})
+    own = ask(url, "api/attention", {"prompt": PROMPT, "step": 50})
+    # The model's own next character and the what-if's own numbers: a forward pass.
+    _, logits = attention_and_next_logits(model, ids)
+    probs = torch.softmax(logits.double(), dim=-1)
+    assert [n["probability"] for n in own["next"]] == pytest.approx(
+        torch.sort(probs, descending=True, stable=True).values[:10].tolist(), abs=1e-6
+    )
+    torch.testing.assert_close(torch.tensor(answer["model"]["logits"]), logits, rtol=0, atol=1e-5)
+    # The lens's last layer is the model's own prediction.
+    assert own["lens"]["ids"][-1][-1][0] == int(logits.argmax())  # (n_layer, T, top_k)
+    # Every view equals the explorer of snapshot 50's model, switched and not.
+    reference = AttentionExplorer(model, tokenizer, "x")
+    what_if = reference.what_if(0, 1, ["uniform"])
+    for got, expected in (
+        (own, reference.explain(PROMPT)),
+        (answer, reference.explain(PROMPT, 1.0, what_if)),
+    ):
+        assert got == json.loads(json.dumps(expected, ensure_ascii=False))
+    assert answer["what_if"]["switches"] == ["uniform"]
+    served_model = ask(url, "api/attention", {"prompt": PROMPT})
+    assert own["lens"] != served_model["lens"] and own["next"] != served_model["next"]
