@@ -2,6 +2,7 @@
 (`sharp_model`), its checkpoint, the vocabulary and prompt it is asked about, and a
 parser for the explorer's table."""
 
+import dataclasses
 import math
 import re
 
@@ -10,6 +11,7 @@ import torch
 
 from model import GPT, GPTConfig
 from model.checkpoint import save_checkpoint
+from training.snapshots import SnapshotKeeper
 
 PROMPT = "새가 하늘을 날았다"
 VOCAB = sorted(set(PROMPT + "To be, or not"))
@@ -50,6 +52,35 @@ def checkpoint(tmp_path):
 
 def ids_of(text: str) -> torch.Tensor:
     return torch.tensor([VOCAB.index(c) for c in text])
+
+
+SNAPSHOT_VOCAB = list(" abcdefgh")
+
+
+def write_snapshot_run(folder, steps=(5, 50)) -> dict[int, GPT]:
+    """A run folder holding one snapshot per step (training/snapshots.py's writer), each
+    of a differently seeded tiny GPT on SNAPSHOT_VOCAB (its float32 weights rounded to
+    float16 as a snapshot stores them); the last step is marked best. Returns
+    {step: the model before rounding}."""
+    config = GPTConfig(
+        n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=len(SNAPSHOT_VOCAB)
+    )
+    keeper = SnapshotKeeper(folder, max_iters=max(steps), count=0, start=0)
+    keeper.count = 1  # take exactly the steps given
+    models = {}
+    for step in steps:
+        torch.manual_seed(step)
+        model = GPT(config)
+        contents = {
+            "model_config": dataclasses.asdict(config),
+            "vocab": SNAPSHOT_VOCAB,
+            "normalization": "none",
+            "iter_num": step,
+        }
+        best = step == max(steps)
+        keeper.take(step, contents, model, 4.0 - step / 100, 8192, f"sample {step}", best)
+        models[step] = model
+    return models
 
 
 def parse_table(out: str, T: int) -> list[list[float]]:

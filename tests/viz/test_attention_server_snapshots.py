@@ -2,7 +2,6 @@
 shows exactly what a forward pass of that snapshot's weights gives; explore_attention.py
 --at-step picks the nearest snapshot."""
 
-import dataclasses
 import json
 import shutil
 import threading
@@ -12,37 +11,14 @@ import pytest
 import torch
 
 import explore_attention
-from model import GPT, GPTConfig
 from model.checkpoint import load_checkpoint, model_from_checkpoint
-from training.snapshots import SnapshotKeeper
+from tests.viz.conftest import write_snapshot_run as make_run
 from viz.attention_server import AttentionExplorer, ExplorerServer
 from viz.attention_weights import attention_and_next_logits
 from viz.snapshot_explorers import SnapshotExplorers
 from viz.snapshots import SNAPSHOTS_DIR
 
-VOCAB = list(" abcdefgh")
 PROMPT = "abcab ha"
-
-
-def make_run(folder, steps=(5, 50)) -> dict[int, GPT]:
-    """A run folder holding one snapshot per step, each of a differently seeded tiny GPT
-    (float32 weights rounded to float16 as a snapshot stores them)."""
-    config = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=len(VOCAB))
-    keeper = SnapshotKeeper(folder, max_iters=max(steps), count=0, start=0)
-    keeper.count = 1  # take exactly the steps given
-    models = {}
-    for step in steps:
-        torch.manual_seed(step)
-        model = GPT(config)
-        contents = {
-            "model_config": dataclasses.asdict(config),
-            "vocab": VOCAB,
-            "normalization": "none",
-            "iter_num": step,
-        }
-        keeper.take(step, contents, model, 4.0 - step / 100, 8192, f"sample {step}", step == 50)
-        models[step] = model
-    return models
 
 
 @pytest.fixture

@@ -50,6 +50,8 @@ function render() {
   renderSteps();
   renderBlock();
   renderLens();
+  renderTraining();
+  renderComparison();
 }
 
 function request() {
@@ -60,6 +62,7 @@ function request() {
     head: stepHead(),
     switches: [...state.switches],
     neuron: state.switches.has("zero_neuron") ? state.neuron : undefined, // block.js
+    step: shownStep(), // training.js: a snapshot's step, or undefined: the finished model
   };
 }
 
@@ -81,6 +84,7 @@ async function show(prompt, options) {
   const ticket = ++state.request;
   showMessages([{ key: "status.computing", args: {} }], false);
   $("show").disabled = true;
+  loadComparison(prompt); // compare.js: the second model, its own request
   const answer = await post("api/attention", { ...request(), prompt });
   if (ticket !== state.request) return; // a later request took over
   $("show").disabled = false;
@@ -153,6 +157,8 @@ function redraw() {
     : t("prompt.help_file");
   renderPresets();
   renderGlossary();
+  renderTraining();
+  renderComparison();
   showMessages(state.messages, state.messagesAreErrors);
   render();
 }
@@ -172,6 +178,7 @@ function start() {
     $("show").disabled = true;
   }
   $("words-toggle").addEventListener("change", renderBlock);
+  $("training-step").addEventListener("input", (event) => pickSnapshot(Number(event.target.value)));
   $("temperature").addEventListener("input", (event) => {
     state.temperature = Number(event.target.value);
     if (state.result) { renderNext(); renderChanges(); }
@@ -180,6 +187,8 @@ function start() {
   else showMessages([{ key: "status.start", args: {} }], false);
   redraw();
   loadSteps();
+  loadSnapshots();
+  if (state.result) loadComparison(state.result.prompt);
 }
 
 start();

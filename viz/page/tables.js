@@ -35,7 +35,7 @@ function renderTable() {
   const { labels } = state.result;
   const weights = headWeights(state.layer, state.head);
   $("table-title").textContent = t("table.title", { layer: state.layer, head: headName(state.head) }) +
-    whatIfTag();
+    snapshotTag() + whatIfTag();
   // Under "no causal mask" on the head shown, the future is seen: nothing is grey.
   const unmasked = state.head !== null && switchedHere(state.layer, state.head, "no_mask");
   $("table-help").replaceChildren(...rich(unmasked ? "table.help_no_mask" : "table.help"));
@@ -105,7 +105,8 @@ function renderNext() {
   const { labels, logits } = state.result;
   const last = labels.length - 1;
   const own = state.result.model; // the model's own numbers, under switches
-  $("next-title").textContent = t("next.title", { char: quoted(last) }) + (own ? t("next.whatif") : "");
+  $("next-title").textContent = t("next.title", { char: quoted(last) }) + snapshotTag() +
+    (own ? t("next.whatif") : "");
   $("temperature").value = String(state.temperature);
   $("temperature-value").textContent = state.temperature.toFixed(2);
   $("temperature-help").textContent = state.temperature === 0
