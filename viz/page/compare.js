@@ -119,11 +119,11 @@ function compareWeights(answer) {
   const nodes = [el("h3", t("compare.weights_title", { layer, head: t("head.name", { head }) }))];
   const row = el("div", null, { class: "compare-row" });
   const difference = a.map((r, i) => r.map((x, j) => x - b[i][j]));
-  const tables = [[a, "compare-weights-a", "A"], [b, "compare-weights-b", "B"],
-    [difference, "compare-weights-diff", "A − B"]];
-  for (const [values, id, name] of tables) {
-    const box = el("div", null, { class: "scroll" });
-    box.append(el("h4", name), signedTable(values, labels, id));
+  const tables = [[a, "compare-weights-a", "A", "weights"], [b, "compare-weights-b", "B", "weights"],
+    [difference, "compare-weights-diff", "A − B", "difference"]];
+  for (const [values, id, name, kind] of tables) {
+    const box = el("div", null, { class: "scroll labelled" });
+    box.append(el("h4", name), signedTable(values, labels, id, kind));
     row.append(box);
   }
   nodes.push(row);

@@ -4,12 +4,15 @@
 "use strict";
 
 const KEPT_ANSWERS = 8; // the changes view's answers kept, by step and prompt
+const SLIDER_REST_MS = 150;
+const DIFFERENCE_DECIMALS = 3;
 const training = {
   snapshots: [], // GET api/snapshots: [{step, val_loss, sample, best}], by step
   position: 0, // the slider's: an index of snapshots; snapshots.length: the finished model
   from: null, // the step the changes view starts from; null: the snapshot before the shown
   answers: new Map(), // "step|prompt" -> the model's own /api/attention answer at that step
   asked: new Set(), // the keys asked for and not yet answered
+  timer: null, // the slider's pending request (pickSnapshot)
 };
 
 // The step the page's views are asked at: a snapshot's, or undefined for the finished model.
@@ -43,10 +46,15 @@ async function loadSnapshots() {
   renderTraining();
 }
 
+// The label follows the slider at once; the page asks again once it rests a moment, so
+// a drag across the run loads the snapshots it stops on, not every one it passes.
 function pickSnapshot(position) {
   training.position = position;
   renderTraining();
-  if (state.result) show(state.result.prompt, { keepPrompt: true });
+  clearTimeout(training.timer);
+  training.timer = setTimeout(() => {
+    if (state.result) show(state.result.prompt, { keepPrompt: true });
+  }, SLIDER_REST_MS);
 }
 
 function renderTraining() {
@@ -114,27 +122,29 @@ function fromPicker(from) {
   return label;
 }
 
-// Differences as a table: rows and columns the prompt's characters, the masked future
-// grey, each value red when positive and blue when negative, as strong as |x| / largest.
-function signedTable(values, labels, id) {
+// A (T, T) table of the prompt's characters, the masked future grey: "weights" in blue
+// from 0 to 1, or a "difference" red where positive and blue where negative, as strong
+// as |x| / the largest, with DIFFERENCE_DECIMALS (changes are often below 0.01).
+function signedTable(values, labels, id, kind) {
   const scale = matrixScale(values);
-  const table = el("table", null, { class: "weights", id });
+  const decimals = kind === "difference" ? DIFFERENCE_DECIMALS : DECIMALS;
+  const table = el("table", null, { class: "weights", id, "data-kind": kind });
   const chars = el("tr");
-  chars.append(el("th"));
+  chars.append(el("th"), el("th"));
   for (const label of labels) chars.append(el("th", label, { class: "char" }));
   const head = el("thead");
   head.append(chars);
   const body = el("tbody");
   values.forEach((row, i) => {
     const tr = el("tr", null, { "data-row": i });
-    tr.append(el("th", labels[i], { class: "char" }));
+    tr.append(el("th", i, { class: "idx" }), el("th", labels[i], { class: "char" }));
     row.forEach((x, j) => {
       if (j > i && x === 0) {
-        tr.append(el("td", formatFixed(x, DECIMALS), { class: "future", title: t("table.future") }));
+        tr.append(el("td", formatFixed(x, decimals), { class: "future", title: t("table.future") }));
         return;
       }
-      const td = el("td", formatFixed(x, DECIMALS), { title: String(x) });
-      const [r, g, b, a] = valueColor(x, "difference", scale);
+      const td = el("td", formatFixed(x, decimals), { title: String(x) });
+      const [r, g, b, a] = valueColor(x, kind, scale);
       td.style.background = `rgba(${r}, ${g}, ${b}, ${a.toFixed(3)})`;
       if (a > 0.55) td.style.color = "#fff";
       tr.append(td);
@@ -184,8 +194,11 @@ function renderSnapshotChanges() {
     if (Math.abs(x) > Math.abs(largest.value)) largest = { value: x, row: i, column: j };
   }));
   const scroll = el("div", null, { class: "scroll labelled" });
-  scroll.append(signedTable(difference, after.labels, "changes-table"));
+  scroll.append(signedTable(difference, after.labels, "changes-table", "difference"));
   nodes.push(scroll);
+  if (to === undefined && training.from === null) {
+    nodes.push(el("p", t("training.changes_finished"), { class: "muted" }));
+  }
   nodes.push(el("p", t("training.changes_largest", {
     value: formatFixed(largest.value, DERIVATION_DECIMALS),
     row: after.labels[largest.row], column: after.labels[largest.column],
