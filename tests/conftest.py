@@ -248,3 +248,22 @@ def sharp_model(
         for p in model.parameters():
             p.normal_(0.0, std)
     return model.to(device)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Keep each module's tests that share a module-scoped fixture (a trained run, a
+    browser) in one pytest-xdist worker, so the fixture is built once, not once per
+    worker. pyproject.toml's addopts run the suite with --dist loadgroup, which sends
+    grouped tests together and spreads the rest one by one."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        shared = any(
+            definition.scope == "module"
+            for definitions in info.name2fixturedefs.values()
+            for definition in definitions
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

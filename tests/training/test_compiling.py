@@ -37,6 +37,11 @@ def two_threads_then_restore():
 
 def run(folder, compiled, optimizer, **extra):
     """Train the CPU recipe's architecture, tiny, with dropout; returns its TrainResult."""
+    return train(run_config(folder, compiled, optimizer, **extra))
+
+
+def run_config(folder, compiled, optimizer, **extra):
+    """The configuration `run` trains."""
     overrides = tiny_overrides(
         folder,
         shakespeare(),
@@ -55,7 +60,7 @@ def run(folder, compiled, optimizer, **extra):
             **extra,
         },
     )
-    return train(load_config(ROOT / "configs/shakespeare_char_cpu.yaml", overrides))
+    return load_config(ROOT / "configs/shakespeare_char_cpu.yaml", overrides)
 
 
 def eval_losses(result):
@@ -130,11 +135,10 @@ def test_deterministic_algorithms_are_on_while_training_and_restored(before, tmp
 def test_the_trainer_puts_deterministic_algorithms_back_when_it_closes(tmp_path):
     """Closing restores the setting itself: a trainer still referenced after its run
     (whose setting garbage collection would otherwise put back) leaves it off."""
-    overrides = {"train.max_iters": 1, "train.eval_interval": 1}
-    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare(), **overrides))
-    cfg.device, cfg.train.compile = "cpu", True
-    trainer = Trainer(cfg)
+    # The run of the test above: its compiled graphs come from the session's cache.
+    steps = {"train.max_iters": 2, "train.eval_interval": 2}
+    trainer = Trainer(run_config(tmp_path, True, "adamw", **steps))
     assert torch.are_deterministic_algorithms_enabled()
     trainer.run()
     assert not torch.are_deterministic_algorithms_enabled()
-    assert trainer.result.iter_num == 1
+    assert trainer.result.iter_num == 2
