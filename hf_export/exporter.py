@@ -14,7 +14,7 @@ import torch
 from hf_export.architectures import choose_architecture
 from hf_export.errors import ExportError
 from hf_export.folder import check_target, write_atomically
-from hf_export.tokenizer import transformers_tokenizer
+from hf_export.tokenizer import transformers_tokenizer, unknown_stand_in
 from model.checkpoint import load_checkpoint, model_from_checkpoint, strip_compiled_prefix
 
 # The exported model must give our logits to this much (float32 sums in another
@@ -120,12 +120,18 @@ def export_checkpoint(checkpoint: Path, target: Path, overwrite: bool = False) -
 
 
 def vocabulary_note(chars: list[str]) -> str:
-    """What the exported tokenizer reads: only the vocabulary's characters. A model has
-    no id for another one, so `tokenizers` refuses it (see hf_export.tokenizer)."""
+    """What the exported tokenizer does with a character outside the vocabulary: reads it
+    as a space (`hf_export.tokenizer.unknown_stand_in`), or, in a vocabulary without
+    one, refuses it. Either way, how to find such characters in a text."""
+    find = "find them with set(text) - set(tokenizer.get_vocab())"
+    if unknown_stand_in(chars) is None:
+        return (
+            f"the tokenizer reads the {len(chars)} characters of the vocabulary; it refuses "
+            'others ("Missing [UNK] token"): the vocabulary has no space to read them as; ' + find
+        )
     return (
-        f"the tokenizer reads the {len(chars)} characters of the vocabulary; it refuses "
-        'others ("Missing [UNK] token"): find them with '
-        "set(text) - set(tokenizer.get_vocab())"
+        f"the tokenizer reads the {len(chars)} characters of the vocabulary; any other "
+        f"character reads as a space (sample.py refuses it instead): {find}"
     )
 
 

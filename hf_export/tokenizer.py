@@ -7,7 +7,8 @@ It reads text as our prompts are read (sample.py, the corpus pipeline):
    then the run's Unicode form (`data.normalization`: NFC, NFD, NFKC, NFKD or none);
 2. pre-tokenizer: every code point is its own piece (a regex matching any one
    character; not grapheme clusters, so a decomposed syllable stays 2-3 tokens);
-3. model: WordLevel, the vocabulary in our id order, without an unknown token;
+3. model: WordLevel, the vocabulary in our id order; a character outside it reads
+   as a space (`unknown_stand_in`, below);
 4. decoder: Fuse, the tokens joined with nothing between them (the default decoder
    would put a space between characters);
 5. no post-processor: no BOS or EOS is added.
@@ -25,9 +26,17 @@ model's config.json and generation_config.json name no pad id: given one,
 ``generate(ids)`` without an attention mask would infer a mask that hides every
 occurrence of that character.
 
-Text with a character outside the vocabulary cannot be encoded (the model has no id
-for it): ``tokenizers`` raises "WordLevel error: Missing [UNK] token from the
-vocabulary", where our `data.tokenizer.CharTokenizer` names the character.
+A character outside the vocabulary (a "1" in Shakespeare) has no id, and a new id
+would change vocab_size and the logits as a new pad id would. WordLevel's unknown token
+is therefore an existing character, the space: "ROMEO: 1 2" reads as "ROMEO:    ", one
+id per character as before, so the model reads text of the same length and its logits
+for in-vocabulary text are untouched. A space, because it ends a word and starts none:
+the model continues after it as after any gap. Decoding shows where it stood in
+(``decode(ids)`` gives the spaces back). transformers' own ``unk_token`` stays unset:
+as a special token, ``skip_special_tokens=True`` would drop every space. A vocabulary
+without a space has no stand-in, and ``tokenizers`` refuses such text ("WordLevel error:
+Missing [UNK] token from the vocabulary"), where our `data.tokenizer.CharTokenizer`
+names the character.
 The Unicode tables are the Rust library's and Python's own, which can differ for code
 points assigned in the newest Unicode version.
 """
@@ -36,10 +45,18 @@ points assigned in the newest Unicode version.
 # stays cheap, and they are needed only when exporting.
 
 NEWLINES = (("\r\n", "\n"), ("\r", "\n"))
+STAND_IN = " "  # what a character outside the vocabulary reads as, if the vocabulary has it
+
+
+def unknown_stand_in(chars: list[str]) -> str | None:
+    """The character that a character outside ``chars`` reads as: a space, or None (such
+    text is refused) for a vocabulary without one. See the module docstring for why."""
+    return STAND_IN if STAND_IN in chars else None
 
 
 def character_tokenizer(chars: list[str], normalization: str):
-    """A ``tokenizers.Tokenizer`` that gives each character of ``chars`` its index.
+    """A ``tokenizers.Tokenizer`` that gives each character of ``chars`` its index,
+    and a character outside them the id of `unknown_stand_in` (or refuses it).
 
     Args:
         chars: our vocabulary, in id order (a checkpoint's ``vocab``).
@@ -62,7 +79,8 @@ def character_tokenizer(chars: list[str], normalization: str):
     steps = [normalizers.Replace(old, new) for old, new in NEWLINES]
     if normalization != "none":
         steps.append(forms[normalization]())
-    tokenizer = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token=None))
+    vocab = {c: i for i, c in enumerate(chars)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=unknown_stand_in(chars)))
     tokenizer.normalizer = normalizers.Sequence(steps)
     # [\s\S]: any one code point, newlines included (a bare "." would skip "\n").
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")

@@ -127,8 +127,44 @@ def test_tokenizer_encodes_and_decodes_as_ours(exported):
     # As our prompts: Windows line endings and decomposed (NFD) Hangul read as the corpus.
     typed = unicodedata.normalize("NFD", "새가\r\n하늘\r")
     assert theirs(typed).input_ids == ours.encode("새가\n하늘\n").tolist()
-    with pytest.raises(Exception, match="Missing \\[UNK\\]"):  # no id for it: refused
-        theirs("Zebra 🦓")
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_a_character_outside_the_vocabulary_reads_as_a_space(exported, name):
+    """The issue's "ROMEO: 1 2": digits, "Z" and an emoji (outside the basic plane) are
+    not in the vocabulary; each reads as one space, so the model gets text of the same
+    length, in-vocabulary ids unchanged, and generates from it."""
+    run, folder = exported[name]
+    _, ours = model_from_checkpoint(load_checkpoint(run / "ckpt.pt"))
+    model, tokenizer = load_exported(folder)
+    for text, read_as in [("To be: 1 2", "To be:    "), ("Zebra 🦓\n새", " ebra  \n새")]:
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        assert ids[0].tolist() == ours.encode(read_as).tolist(), text
+        assert tokenizer.decode(ids[0]) == read_as  # where a stand-in stood shows
+        out = model.generate(ids, max_new_tokens=5, do_sample=False)
+        assert out.shape == (1, len(text) + 5)
+    assert model.config.vocab_size == ours.vocab_size  # no id added for it
+    assert tokenizer.unk_token is None  # not special: skip_special_tokens keeps spaces
+    assert tokenizer.decode(tokenizer("a 1").input_ids, skip_special_tokens=True) == "a  "
+
+
+def test_a_vocabulary_without_a_space_refuses_other_characters(tmp_path):
+    """With no space to stand in, other characters are refused, as tokenizers does, and
+    the export's note says so."""
+    from hf_export.exporter import vocabulary_note
+    from hf_export.tokenizer import transformers_tokenizer
+
+    chars = sorted("\nabc")
+    transformers_tokenizer(chars, "none", 16).save_pretrained(tmp_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    assert theirs("ab\nc").input_ids == [1, 2, 0, 3]
+    with pytest.raises(Exception, match="Missing \\[UNK\\]"):
+        theirs("a b")
+    assert vocabulary_note(chars) == (
+        "the tokenizer reads the 4 characters of the vocabulary; it refuses others "
+        '("Missing [UNK] token"): the vocabulary has no space to read them as; '
+        "find them with set(text) - set(tokenizer.get_vocab())"
+    )
 
 
 def test_the_pad_character_is_read_as_every_other_character(tmp_path):
@@ -183,8 +219,9 @@ def test_exported_logits_of_large_weights_equal_ours(tmp_path, architecture, cla
         f"block_size 16: {within}",
     }[class_name]
     vocabulary_note = (
-        "the tokenizer reads the 12 characters of the vocabulary; it refuses others "
-        '("Missing [UNK] token"): find them with set(text) - set(tokenizer.get_vocab())'
+        "the tokenizer reads the 12 characters of the vocabulary; any other character "
+        "reads as a space (sample.py refuses it instead): "
+        "find them with set(text) - set(tokenizer.get_vocab())"
     )
     assert capsys.readouterr().out.splitlines()[1:] == [length_note, vocabulary_note]
     theirs, _ = load_exported(tmp_path / "hf")
