@@ -1,41 +1,20 @@
 """sample.py: streaming, batches with stop strings, prompt files, argument errors named
-as flags, closed pipes; and bench/sample_speed.py."""
+as flags, closed pipes, unknown characters, consoles that cannot print Korean."""
 
-import dataclasses
 import io
-import math
-import runpy
 import subprocess
 import sys
 
 import pytest
 
 import sample
-from model.checkpoint import save_checkpoint
 from model.engine import CHUNK
-from tests.conftest import ROOT, TEST_DEVICE, sharp_model, tiny_overrides
-from training import load_config, train
+from tests.cli.conftest import hand_made_run
+from tests.conftest import ROOT
 
 SEPARATOR = "\n" + "-" * 40 + "\n"
 
 # --- sample.py -----------------------------------------------------------------------
-
-CHARS = list("\n abc새가하늘을")
-
-
-@pytest.fixture(scope="module")
-def checkpoint_dir(tmp_path_factory):
-    """A hand-built checkpoint: random weights over a small vocabulary that includes
-    newline and Korean characters."""
-    model = sharp_model(vocab_size=len(CHARS), seed=5, std=0.2)
-    folder = tmp_path_factory.mktemp("run")
-    payload = {
-        "model": model.state_dict(),
-        "model_config": dataclasses.asdict(model.config),
-        "vocab": sorted(CHARS),
-    }
-    save_checkpoint(payload, folder / "ckpt.pt")
-    return folder
 
 
 def run_main(capsys, folder, *args):
@@ -58,17 +37,17 @@ def truncate_at(text, prompt, stop):
     return prompt + (generated if cut < 0 else generated[:cut])
 
 
-def test_cli_stream_prints_the_same_text_as_no_stream(capsys, checkpoint_dir):
+def test_cli_stream_prints_the_same_text_as_no_stream(capsys, sample_run):
     common = ["--prompt", "ab", "--max-new-tokens", "80", "--seed", "3"]
     for extra in ([], ["--stop", "a b", "--top-p", "0.9"]):
-        _, streamed, _ = run_main(capsys, checkpoint_dir, *common, *extra, "--stream")
-        code, whole, err = run_main(capsys, checkpoint_dir, *common, *extra, "--no-stream")
+        _, streamed, _ = run_main(capsys, sample_run, *common, *extra, "--stream")
+        code, whole, err = run_main(capsys, sample_run, *common, *extra, "--no-stream")
         assert code == 0, err
         assert streamed == whole and whole.startswith("ab")
-    assert len(samples_of(run_main(capsys, checkpoint_dir, *common)[1])[0]) == 2 + 80
+    assert len(samples_of(run_main(capsys, sample_run, *common)[1])[0]) == 2 + 80
 
 
-def test_cli_stream_writes_while_generating(monkeypatch, checkpoint_dir):
+def test_cli_stream_writes_while_generating(monkeypatch, sample_run):
     """Each chunk of tokens read back from the engine is written before the next one is
     generated (model/engine.py's CHUNK tokens at a time)."""
     events = []
@@ -86,41 +65,41 @@ def test_cli_stream_writes_while_generating(monkeypatch, checkpoint_dir):
 
     monkeypatch.setattr(sample, "read_in_chunks", spy)
     monkeypatch.setattr(sys, "stdout", Recorder())
-    args = ["--out-dir", str(checkpoint_dir), "--device", "cpu", "--max-new-tokens", "40"]
+    args = ["--out-dir", str(sample_run), "--device", "cpu", "--max-new-tokens", "40"]
     assert sample.main([*args, "--prompt", "a"]) == 0
     chunk = ["chunk"] + ["write"] * CHUNK
     assert events == ["write"] + chunk * 2 + ["chunk"] + ["write"] * (40 - 2 * CHUNK) + ["write"]
 
 
-def test_cli_stop_sequences_end_each_sample_of_a_batch(capsys, checkpoint_dir):
+def test_cli_stop_sequences_end_each_sample_of_a_batch(capsys, sample_run):
     common = ["--prompt", "새", "--max-new-tokens", "150", "--num-samples", "4", "--seed", "1"]
-    code, out, err = run_main(capsys, checkpoint_dir, *common)
+    code, out, err = run_main(capsys, sample_run, *common)
     assert code == 0, err
     free = samples_of(out)
     assert len(free) == 4 and all(len(s) == 151 for s in free)
     for stop, argument in (("\n\n", r"\n\n"), ("하늘", "하늘"), ("a\n", r"a\n")):
         expected = [truncate_at(s, "새", stop) for s in free]
         assert any(e != s for e, s in zip(expected, free, strict=True))  # a stop occurred
-        code, out, err = run_main(capsys, checkpoint_dir, *common, "--stop", argument)
+        code, out, err = run_main(capsys, sample_run, *common, "--stop", argument)
         assert code == 0, err
         assert samples_of(out) == expected
     # Two stops: each sample ends at whichever comes first.
-    code, out, _ = run_main(capsys, checkpoint_dir, *common, "--stop", "하늘", "--stop", "ab")
+    code, out, _ = run_main(capsys, sample_run, *common, "--stop", "하늘", "--stop", "ab")
     first = [min(truncate_at(s, "새", "하늘"), truncate_at(s, "새", "ab"), key=len) for s in free]
     assert samples_of(out) == first
 
 
-def test_cli_prompt_file_is_read_as_utf8(capsys, checkpoint_dir, tmp_path):
+def test_cli_prompt_file_is_read_as_utf8(capsys, sample_run, tmp_path):
     good = tmp_path / "prompt.txt"
     good.write_bytes("\ufeff하늘을\r\nab".encode())
-    code, out, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(good))
+    code, out, err = run_main(capsys, sample_run, "--prompt-file", str(good))
     assert code == 0, err
     assert out.startswith("하늘을\nab")
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"ab\xff")
-    code, _, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(bad))
+    code, _, err = run_main(capsys, sample_run, "--prompt-file", str(bad))
     assert code == 2 and "--prompt-file" in err and "byte offset 2" in err
-    code, _, err = run_main(capsys, checkpoint_dir, "--prompt-file", str(tmp_path / "none"))
+    code, _, err = run_main(capsys, sample_run, "--prompt-file", str(tmp_path / "none"))
     assert code == 2 and "--prompt-file" in err
     with pytest.raises(SystemExit) as exit_info:
         sample.main(["--prompt", "a", "--prompt-file", str(good)])
@@ -164,27 +143,27 @@ def test_cli_reports_every_bad_flag_at_once(capsys, tmp_path):
     assert all(line.startswith("  - --") for line in lines[1:])
 
 
-def test_cli_stop_with_unknown_characters_is_an_error(capsys, checkpoint_dir):
-    code, _, err = run_main(capsys, checkpoint_dir, "--stop", "xa")
+def test_cli_stop_with_unknown_characters_is_an_error(capsys, sample_run):
+    code, _, err = run_main(capsys, sample_run, "--stop", "xa")
     assert code == 2 and "--stop" in err and "'x' (U+0078) at position 0" in err
-    code, _, err = run_main(capsys, checkpoint_dir, "--prompt", "ax", "--stop", "zb")
+    code, _, err = run_main(capsys, sample_run, "--prompt", "ax", "--stop", "zb")
     assert code == 2 and "2 bad arguments" in err
     assert "'x' (U+0078) at position 1" in err and "--stop 'zb'" in err
 
 
 @pytest.mark.parametrize("temperature", ["1e-30", "1e-50", "1e-300", "5e-324"])
-def test_cli_any_positive_temperature_gives_text(capsys, checkpoint_dir, temperature):
+def test_cli_any_positive_temperature_gives_text(capsys, sample_run, temperature):
     """A tiny temperature gives the greedy text (it used to print NaN's token 0)."""
     common = ["--prompt", "ab", "--max-new-tokens", "60", "--top-k", "3"]
-    _, greedy, _ = run_main(capsys, checkpoint_dir, *common, "--temperature", "0")
-    code, text, err = run_main(capsys, checkpoint_dir, *common, "--temperature", temperature)
+    _, greedy, _ = run_main(capsys, sample_run, *common, "--temperature", "0")
+    code, text, err = run_main(capsys, sample_run, *common, "--temperature", temperature)
     assert code == 0, err
     assert text == greedy and len(set(greedy)) > 3
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
-    cmd = [sys.executable, str(ROOT / "sample.py"), "--out-dir", str(checkpoint_dir)]
+def test_cli_closed_pipe_ends_quietly(sample_run, stream):
+    cmd = [sys.executable, str(ROOT / "sample.py"), "--out-dir", str(sample_run)]
     cmd += ["--device", "cpu", "--prompt", "a"]
     if stream:  # `| head -c 20`: the reader leaves while characters are being streamed
         cmd += ["--max-new-tokens", "1000000"]
@@ -198,47 +177,6 @@ def test_cli_closed_pipe_ends_quietly(checkpoint_dir, stream):
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert code == 0 and err == ""
-
-
-# --- benchmark script ----------------------------------------------------------------
-
-
-@pytest.mark.slow  # runs bench/sample_speed.py
-def test_benchmark_script_runs_and_prints_a_table(capsys):
-    bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
-    args = ["--models", "cpu", "--batch-sizes", "1,2", "--new-tokens", "3"]
-    bench["main"]([*args, "--device", TEST_DEVICE.type])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4 layers")]
-    assert len(rows) == 2
-    for row in rows:
-        rate = float(row.split("|")[-2].strip().replace(",", ""))  # characters per second
-        assert math.isfinite(rate) and rate > 0
-
-
-def test_benchmark_script_compares_two_checkouts_row_by_row(capsys):
-    """--against runs another checkout's script and this one alternately (here this
-    checkout against itself) and gives both rates and their ratio per row."""
-    bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
-    args = ["--models", "cpu", "--batch-sizes", "2", "--new-tokens", "3", "--threads", "1"]
-    bench["main"]([*args, "--against", str(ROOT), "--rounds", "1"])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| cpu |")]
-    assert len(rows) == 1
-    other, ours, ratio = (cell.strip() for cell in rows[0].split("|")[3:6])
-    assert float(other.replace(",", "")) > 0 and float(ours.replace(",", "")) > 0
-    low, high = (float(x) for x in ratio.split("-"))
-    assert 0 < low <= high
-
-
-def test_benchmark_script_compares_cpu_products_off_and_on(capsys):
-    """--products-ab runs this checkout's script without and with the CPU products,
-    alternately, and gives both rates and their ratio per row."""
-    bench = runpy.run_path(str(ROOT / "bench" / "sample_speed.py"), run_name="bench")
-    args = ["--models", "cpu", "--batch-sizes", "1", "--new-tokens", "3", "--threads", "1"]
-    bench["main"]([*args, "--products-ab", "--rounds", "1"])
-    out = capsys.readouterr().out
-    assert "| --no-cpu-products (chars/s) | --cpu-products (chars/s) | on / off |" in out
-    rows = [line for line in out.splitlines() if line.startswith("| cpu |")]
-    assert len(rows) == 1 and float(rows[0].split("|")[3].strip().replace(",", "")) > 0
 
 
 def test_a_missing_checkpoint_says_what_to_do(tmp_path):
@@ -286,14 +224,6 @@ def test_an_out_dir_that_names_a_checkpoint_file_points_to_checkpoint(tmp_path, 
         resolve_checkpoint_path("ckpt.pt", "ckpt.pt")
 
 
-def _tiny_model_on(tmp_path, text: str, name: str):
-    corpus = tmp_path / f"{name}.txt"
-    corpus.write_text(text, encoding="utf-8")
-    extra = {"model.block_size": 8, "train.max_iters": 2, "train.sample_tokens": 0}
-    overrides = tiny_overrides(tmp_path / name, corpus, **extra)
-    return train(load_config(None, overrides + ["train.attention_prompt=''"])).out_dir
-
-
 def run_sample_main(capsys, out_dir, *args):
     import sample
 
@@ -303,8 +233,7 @@ def run_sample_main(capsys, out_dir, *args):
 
 
 def test_sampling_arguments_from_the_bug_reports(tmp_path, capsys):
-    out = _tiny_model_on(tmp_path, "abc cab bca\n" * 40, "abc")
-    capsys.readouterr()  # drop the training log
+    out = hand_made_run(tmp_path / "abc", sorted("\n abc"), block_size=8)
     code, _, err = run_sample_main(capsys, out, "--prompt", "abd")
     assert code == 2 and "'d' (U+0064) at position 2" in err and "Traceback" not in err
     code, text, _ = run_sample_main(capsys, out, "--prompt", "ab", "--top-k", "200")
@@ -323,14 +252,13 @@ def test_sampling_arguments_from_the_bug_reports(tmp_path, capsys):
 
 
 def test_no_prompt_starts_from_a_character_the_vocabulary_holds(tmp_path, capsys):
-    out = _tiny_model_on(tmp_path, "abcacbbca" * 40, "nospace")  # no newline, no space
-    capsys.readouterr()  # drop the training log
+    out = hand_made_run(tmp_path / "nospace", list("abc"))  # no newline, no space
     code, text, _ = run_sample_main(capsys, out, "--max-new-tokens", "3")
     assert code == 0 and text.startswith("a") and len(text) == 5  # 'a' + 3 + newline
 
 
-def test_console_that_cannot_encode_korean(tmp_path, korean_path):
-    out = _tiny_model_on(tmp_path, korean_path.read_text(encoding="utf-8")[:3000], "ko")
+def test_console_that_cannot_encode_korean(sample_run):
+    out = sample_run
     env = {**__import__("os").environ, "PYTHONIOENCODING": "ascii"}
     r = subprocess.run(
         [sys.executable, "sample.py", "--out-dir", str(out), "--device", "cpu", "--prompt", "새가"],

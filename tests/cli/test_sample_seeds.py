@@ -5,32 +5,14 @@ the whole batch, row after row), though the README says the same seed gives the 
 text. Each sample now draws from its own generator, seeded from the seed and its index.
 """
 
-import dataclasses
-
-import pytest
 import torch
 
 import sample
-from model.checkpoint import save_checkpoint
 from model.engine import generate
 from model.sampling import Sampling, sample_seed
 from tests.conftest import sharp_model
 
 SEPARATOR = "\n" + "-" * 40 + "\n"
-CHARS = list("\n abcdefghij")
-
-
-@pytest.fixture(scope="module")
-def checkpoint_dir(tmp_path_factory):
-    model = sharp_model(vocab_size=len(CHARS), seed=3, std=0.2)
-    folder = tmp_path_factory.mktemp("run")
-    payload = {
-        "model": model.state_dict(),
-        "model_config": dataclasses.asdict(model.config),
-        "vocab": sorted(CHARS),
-    }
-    save_checkpoint(payload, folder / "ckpt.pt")
-    return folder
 
 
 def _samples(capsys, folder, n: int, *more) -> list[str]:
@@ -39,10 +21,10 @@ def _samples(capsys, folder, n: int, *more) -> list[str]:
     return capsys.readouterr().out.split(SEPARATOR)
 
 
-def test_sample_i_is_the_same_text_whatever_the_number_of_samples(capsys, checkpoint_dir):
-    one = _samples(capsys, checkpoint_dir, 1)
-    three = _samples(capsys, checkpoint_dir, 3)
-    five = _samples(capsys, checkpoint_dir, 5, "--no-stream")
+def test_sample_i_is_the_same_text_whatever_the_number_of_samples(capsys, sample_run):
+    one = _samples(capsys, sample_run, 1)
+    three = _samples(capsys, sample_run, 3)
+    five = _samples(capsys, sample_run, 5, "--no-stream")
     assert len(one) == 1 and len(three) == 3 and len(five) == 5
     assert three[0] == one[0] and five[:3] == three
     assert len(set(five)) == 5  # each its own text

@@ -14,28 +14,13 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from model import GPT, GPTConfig
 from model.checkpoint import load_checkpoint, model_from_checkpoint
-from tests.conftest import read_scalars, shakespeare, tiny_overrides
+from tests.conftest import read_scalars, tiny_overrides
+from tests.training.conftest import SHARES_STRAIGHT_RUN, STRAIGHT, SignalAt
 from training import load_config, train
 from training.loop import Trainer
 from training.snapshots import half_precision_weights, snapshot_steps
 from training.watch import RunWatch
 from viz.snapshots import SNAPSHOTS_DIR, SnapshotError, nearest_snapshot, read_snapshot_index
-
-
-class SignalAt:
-    """Wraps a batch sampler's next_batch so that call ``at`` raises a real signal."""
-
-    def __init__(self, next_batch, at: int, sig):
-        self.next_batch, self.at, self.sig, self.calls = next_batch, at, sig, 0
-
-    def __call__(self):
-        self.calls += 1
-        if self.calls == self.at:
-            signal.raise_signal(self.sig)
-        return self.next_batch()
-
-
-SNAP = {"train.max_iters": 10, "train.snapshots": 6, "train.sample_tokens": 8}
 
 
 def test_snapshot_steps_are_spread_logarithmically():
@@ -54,44 +39,40 @@ def test_the_cpu_recipes_snapshots_stay_within_30_mb():
     assert one * count < 30e6, (one, count)
 
 
-@pytest.fixture(scope="module")
-def straight_run(tmp_path_factory):
-    """An uninterrupted 10-step run with snapshots."""
-    tmp = tmp_path_factory.mktemp("straight")
-    train(load_config(None, tiny_overrides(tmp, shakespeare(), **SNAP)))
-    return tmp / "run"
-
-
+@SHARES_STRAIGHT_RUN
 def test_a_run_keeps_its_snapshots_with_step_loss_and_sample(straight_run):
-    entries = read_snapshot_index(straight_run)
+    straight = straight_run.out_dir
+    entries = read_snapshot_index(straight)
     steps = [e["step"] for e in entries]
     # The schedule, plus evaluation 9 if it was the best so far (evaluations: 3, 6, 9, 10).
     assert {1, 2, 3, 4, 6, 10} <= set(steps) <= {1, 2, 3, 4, 6, 9, 10}
     assert sum(e["best"] for e in entries) == 1
-    ckpt = load_checkpoint(straight_run / "ckpt.pt")
+    ckpt = load_checkpoint(straight / "ckpt.pt")
     last = entries[-1]
     assert last["step"] == 10 and last["sample"].startswith("ROMEO:")
-    snap = load_checkpoint(straight_run / SNAPSHOTS_DIR / last["file"])
+    snap = load_checkpoint(straight / SNAPSHOTS_DIR / last["file"])
     assert snap["model"]["token_embedding.weight"].dtype == torch.float16
     # The last snapshot is the final weights, rounded to float16.
     for name, tensor in ckpt["model"].items():
         torch.testing.assert_close(snap["model"][name].float(), tensor, rtol=1e-3, atol=1e-3)
     model, _ = model_from_checkpoint(snap)  # loads as any checkpoint does
     assert model.token_embedding.weight.dtype == torch.float32
-    assert nearest_snapshot(straight_run, 5)[1]["step"] == 4  # 4 and 6: the earlier
-    assert nearest_snapshot(straight_run, 1000)[1]["step"] == 10
+    assert nearest_snapshot(straight, 5)[1]["step"] == 4  # 4 and 6: the earlier
+    assert nearest_snapshot(straight, 1000)[1]["step"] == 10
 
 
+@SHARES_STRAIGHT_RUN
 def test_head_scores_and_snapshot_samples_reach_tensorboard(straight_run):
-    scalars = read_scalars(straight_run)
-    steps = [e["step"] for e in read_snapshot_index(straight_run)]
+    straight = straight_run.out_dir
+    scalars = read_scalars(straight)
+    steps = [e["step"] for e in read_snapshot_index(straight)]
     for measure in ("entropy", "previous_char", "first_position", "induction"):
         logged = scalars[f"per_head_{measure}/layer_1_head_1"]
         assert sorted({s for s, _ in logged}) == sorted({*steps, 3, 6, 9, 10})
     # A uniform row i has entropy ln(i + 1): no head's mean over 32 rows exceeds that mean.
     bound = sum(math.log(i + 1) for i in range(32)) / 32
     assert all(0 <= v <= bound + 1e-5 for _, v in scalars["per_head_entropy/layer_0_head_0"])
-    acc = EventAccumulator(str(straight_run), size_guidance={"tensors": 0})
+    acc = EventAccumulator(str(straight), size_guidance={"tensors": 0})
     acc.Reload()
     texts = {
         e.step: e.tensor_proto.string_val[0].decode()
@@ -103,8 +84,10 @@ def test_head_scores_and_snapshot_samples_reach_tensorboard(straight_run):
 
 
 @pytest.mark.slow
+@SHARES_STRAIGHT_RUN
 def test_snapshots_survive_an_interrupt_and_resume(straight_run, tmp_path, shakespeare_path):
-    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path, **SNAP))
+    straight = straight_run.out_dir
+    cfg = load_config(None, tiny_overrides(tmp_path, shakespeare_path, **STRAIGHT))
     trainer = Trainer(cfg)
     trainer.sampler.next_batch = SignalAt(trainer.sampler.next_batch, at=4, sig=signal.SIGINT)
     assert trainer.run().iter_num == 4
@@ -116,16 +99,16 @@ def test_snapshots_survive_an_interrupt_and_resume(straight_run, tmp_path, shake
     index = json.loads((folder / "index.json").read_text())
     index["snapshots"].append({**index["snapshots"][-1], "step": 5, "file": "step_0000005.pt"})
     (folder / "index.json").write_text(json.dumps(index))
-    resumed = tiny_overrides(tmp_path, shakespeare_path, **SNAP, **{"train.resume": True})
+    resumed = tiny_overrides(tmp_path, shakespeare_path, **STRAIGHT, **{"train.resume": True})
     train(load_config(None, resumed))
-    assert read_snapshot_index(run) == read_snapshot_index(straight_run)
+    assert read_snapshot_index(run) == read_snapshot_index(straight)
     names = sorted(p.name for p in folder.iterdir())
-    assert names == sorted(p.name for p in (straight_run / SNAPSHOTS_DIR).iterdir())
+    assert names == sorted(p.name for p in (straight / SNAPSHOTS_DIR).iterdir())
     for name in names:
         if name.endswith(".pt"):
             a, b = (
                 load_checkpoint(folder / name),
-                load_checkpoint(straight_run / SNAPSHOTS_DIR / name),
+                load_checkpoint(straight / SNAPSHOTS_DIR / name),
             )
             assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 

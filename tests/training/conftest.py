@@ -1,0 +1,47 @@
+"""What the training tests share: a real signal raised at a chosen batch (`SignalAt`)
+and one uninterrupted 10-step run with snapshots (`straight_run`), which the
+interrupted and resumed runs of test_loop_signals.py and test_snapshots.py must equal
+bit for bit. One run for both files: it is trained once per session."""
+
+import signal
+
+import pytest
+
+from tests.conftest import shakespeare, tiny_overrides
+from training import load_config, train
+from training.report import TrainResult
+
+# Dropout on (its random stream must resume too), a schedule that decays within the
+# run, snapshots at steps 1, 2, 3, 4, 6 and 10 each with an 8-character sample.
+STRAIGHT = {
+    "model.dropout": 0.1,
+    "train.lr_decay_iters": 10,
+    "train.warmup_iters": 3,
+    "train.max_iters": 10,
+    "train.snapshots": 6,
+    "train.sample_tokens": 8,
+}
+# The tests that read straight_run run in one pytest-xdist worker, which trains it once.
+SHARES_STRAIGHT_RUN = pytest.mark.xdist_group("training_straight_run")
+
+
+class SignalAt:
+    """Wraps a batch sampler's next_batch so that call ``at`` raises the real signal
+    ``sig`` (as Ctrl-C or kill would, mid-run)."""
+
+    def __init__(self, next_batch, at: int, sig: signal.Signals):
+        self.next_batch, self.at, self.sig, self.calls = next_batch, at, sig, 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls == self.at:
+            signal.raise_signal(self.sig)
+        return self.next_batch()
+
+
+@pytest.fixture(scope="session")
+def straight_run(tmp_path_factory) -> TrainResult:
+    """The uninterrupted run of `STRAIGHT`'s settings on Tiny Shakespeare (its folder
+    is ``.out_dir``); mark a test that reads it with `SHARES_STRAIGHT_RUN`."""
+    tmp = tmp_path_factory.mktemp("straight")
+    return train(load_config(None, tiny_overrides(tmp, shakespeare(), **STRAIGHT)))
