@@ -229,7 +229,7 @@ def shot_block(driver, url: str, path: Path) -> int:
     card = "#block .step[data-step='{}']"
     bands = [
         ("#block-title", card.format("block_mid")),
-        (card.format("down"), card.format("down")),
+        (card.format("down"), card.format("down"), 3),
         ("#attribution", "#attribution"),
     ]
     return save_bands(driver, path, bands)
