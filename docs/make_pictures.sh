@@ -7,11 +7,14 @@
 #   bash docs/make_pictures.sh          # from the repository root; about 15 minutes on 2 cores
 #
 # docs/attention_layer0.png  explore_attention.py on a 600-step run of the CPU recipe
-# docs/attention_page.png    the attention page in headless Chromium, on the
-#                            Korean walkthrough model (data/korean_sample), down to the steps
-# docs/attention_steps.png   its steps of layer 3, head 0, the weight of 먹 on 면 derived,
-#                            in a 1200 x 1150 px viewport (both need chromium,
-#                            chromium-driver, fonts-nanum and selenium; skipped without)
+# docs/attention_page.png    the attention page in Korean in headless Chromium, on the
+#                            Korean walkthrough model (data/korean_sample): the tables
+# docs/attention_steps.png   its steps of layer 3, head 0, the weight of 먹 on 면 derived
+# docs/attention_block.png   the rest of the block and what each head and MLP pushes
+# docs/training_slider.png   the training-step slider at step 21
+#                            (all four by dev/page_screenshots.py in a 1280 x 800 window;
+#                            need chromium, chromium-driver, fonts-nanum and selenium;
+#                            skipped without)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=runs/docs_pictures
@@ -26,13 +29,12 @@ cp $out/attention_layer0.png docs/attention_layer0.png
 if python -c "import selenium" 2>/dev/null && command -v chromedriver >/dev/null; then
     python train.py --config configs/shakespeare_char_cpu.yaml \
         data.path=data/korean_sample/input.txt out_dir=$out/korean model.dropout=0.2 \
-        train.max_iters=300 train.eval_interval=50 train.ema_start=200 train.overwrite=true
-    python bench/attention_page_browser.py --out-dir $out/korean --prompt "나는 라면을 먹었다" \
-        --head 0 --row 7 --cell 7,4 --screenshot $out/attention_page.png \
-        --steps-screenshot $out/attention_steps.png
-    cp $out/attention_page.png docs/attention_page.png
-    cp $out/attention_steps.png docs/attention_steps.png
+        train.max_iters=300 train.eval_interval=50 train.ema_start=200 train.overwrite=true \
+        train.sample_prompt="새가 하늘을" train.attention_prompt="나는 라면을 먹었다"
+    python dev/page_screenshots.py --out-dir $out/korean --docs $out
+    for name in attention_page attention_steps attention_block training_slider; do
+        cp $out/$name.png docs/$name.png
+    done
 else
-    echo "skipped docs/attention_page.png and docs/attention_steps.png: needs selenium and" \
-        "chromedriver" >&2
+    echo "skipped the page's pictures in docs/: needs selenium and chromedriver" >&2
 fi
