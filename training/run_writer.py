@@ -47,12 +47,10 @@ import contextlib
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams import metadata, plugin_data_pb2
 from torch.utils.tensorboard import SummaryWriter
@@ -65,9 +63,7 @@ from model.engine import generate
 from model.sampling import Sampling
 from model.scoring import nats_to_bits
 from training.config import RunConfig, flatten, keys_marked
-from viz.attention_plot import attention_grid_figure, square_heads_per_row
 from viz.attention_weights import prompt_attention
-from viz.fonts import text_font
 from viz.run_events import (
     ATTENTION_IMAGE,
     LOSS_TRAIN,
@@ -88,6 +84,9 @@ from viz.run_events import (
     VAL_FULL_LOSS,
     VAL_LOSS,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Settings of where and how to run, not of the experiment: they differ between runs
 # that are the same experiment, or between the segments of one resumed run. They are
@@ -276,6 +275,9 @@ def first_hyperparameters(out_dir: Path, looked_at: int = 20) -> dict | None:
     files = sorted(Path(out_dir).glob("events.out.tfevents*"))
     if not files:
         return None
+    # Read only on resume: the loader's import (~0.3 s) stays out of every other start.
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
     try:
         for number, event in enumerate(EventFileLoader(str(files[0])).Load()):
             for value in event.summary.value:
@@ -393,12 +395,14 @@ def usable_prompt(
     return replacement
 
 
-def figure_to_rgb(fig: Figure) -> np.ndarray:
+def figure_to_rgb(fig: "Figure") -> np.ndarray:
     """Render a matplotlib figure with the Agg backend.
 
     Returns:
         (H, W, 3) uint8 array, H and W in pixels (inches x the figure's dpi).
     """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
@@ -456,6 +460,9 @@ class TensorBoardViews:
                 "train.attention_prompt",
                 max_chars=cfg.model.block_size,  # the explicit attention path's limit
             )
+            # matplotlib (~0.4 s to import) loads only for a run that draws heatmaps.
+            from viz.fonts import text_font
+
             self.font = text_font(self.attention_prompt)
 
     def encode(self, prompt: str) -> torch.Tensor:
@@ -489,6 +496,8 @@ class TensorBoardViews:
         Returns:
             n_layer arrays, each (H, W, 3) uint8.
         """
+        from viz.attention_plot import attention_grid_figure, square_heads_per_row
+
         weights = prompt_attention(model, self.encode(self.attention_prompt))
         images = []
         for layer in range(weights.size(0)):

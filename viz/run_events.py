@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 LOSS_TRAIN = "loss/train"  # = TRAIN_LOSS, for the first group SCALARS shows
 LOSS_VAL = "loss/val"  # = VAL_LOSS, beside it
@@ -127,6 +126,9 @@ def read_scalar_curves(
             f"no TensorBoard event files ({EVENT_FILE_GLOB}) in {run_dir}; "
             "give the out_dir of a training run"
         )
+    # Imported here: a training run writes these tags but only reads them back at its end.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     acc = EventAccumulator(str(run_dir), size_guidance=SIZE_GUIDANCE)
     acc.Reload()
     start = acc.FirstEventTimestamp()  # the writer's first event: when training began
