@@ -151,7 +151,8 @@ def test_log_file_output_is_plain_lines(tmp_path, korean_path):
     lines, a progress line, where the corpus came from, warnings on one line each. On
     CPU: the format is what is tested, and the warning count must not depend on a
     device's own notices."""
-    overrides = tiny_overrides(tmp_path, korean_path, device="cpu", **{"train.max_iters": 4})
+    extra = {"train.max_iters": 4, "train.attention_prompt": "To be"}  # both prompts fall back
+    overrides = tiny_overrides(tmp_path, korean_path, device="cpu", **extra)
     r = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *overrides],
         stdout=subprocess.PIPE,

@@ -264,6 +264,7 @@ def test_attention_interval_draws_the_heatmaps_after_its_multiples_and_at_the_la
         "train.eval_interval": 3,
         "train.attention_interval": 4,
         "train.final_full_eval": "false",
+        "train.attention_prompt": "To be",
     }
     cfg = load_config(None, tiny_overrides(tmp_path, shakespeare(), **extra))
     acc = read_events(train(cfg).out_dir)
