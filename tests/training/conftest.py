@@ -45,3 +45,20 @@ def straight_run(tmp_path_factory) -> TrainResult:
     is ``.out_dir``); mark a test that reads it with `SHARES_STRAIGHT_RUN`."""
     tmp = tmp_path_factory.mktemp("straight")
     return train(load_config(None, tiny_overrides(tmp, shakespeare(), **STRAIGHT)))
+
+
+@pytest.fixture(autouse=True)
+def default_stop_signals():
+    """Ctrl-C, SIGTERM and SIGHUP as in a terminal, for each training test: a suite
+    started in the background (``pytest &``, ``nohup``) inherits them ignored, and a run
+    leaves an ignored signal ignored (training.distributed.StopRequest), so the tests
+    that raise them would see nothing. Restored afterwards."""
+    defaults = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGTERM: signal.SIG_DFL,
+        signal.SIGHUP: signal.SIG_DFL,
+    }
+    before = {sig: signal.signal(sig, handler) for sig, handler in defaults.items()}
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
