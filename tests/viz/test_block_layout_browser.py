@@ -44,6 +44,13 @@ return [...document.querySelectorAll('#block canvas')].map(canvas => {
 });
 """
 
+# What the next-character table and the pushes say about the position they are for.
+NOTES = """
+const next = document.getElementById('next-position');
+const pushes = document.getElementById('attribution-position');
+return [next.hidden ? '' : next.textContent, pushes ? pushes.textContent : ''];
+"""
+
 
 def test_block_switches_fit_one_line_and_heatmaps_have_legends_in_korean():
     if MISSING is not None:
@@ -60,6 +67,12 @@ def test_block_switches_fit_one_line_and_heatmaps_have_legends_in_korean():
         page.wait_for(lambda d: page.find_all("#block .step canvas"), "the block's heatmaps")
         lines = driver.execute_script(LABEL_LINES)
         legends = driver.execute_script(LEGENDS)
+        last_picked = driver.execute_script(NOTES)
+        driver.execute_script(
+            "document.querySelector('#attention-table tr[data-row=\"1\"]').click()"
+        )
+        page.wait_for(lambda d: driver.execute_script(NOTES)[0], "the next table's note")
+        row_picked = driver.execute_script(NOTES)
     finally:
         driver.quit()
         server.shutdown()
@@ -79,3 +92,12 @@ def test_block_switches_fit_one_line_and_heatmaps_have_legends_in_korean():
         assert "색: 0보다 작으면 파랑, 크면 빨강" in text, text
         assert "열: 0번부터" in text, text
     assert "열: 0번부터 95번까지의 채널(위쪽 숫자)" in by_step["up"][0]
+    # The last row picked: nothing to say. Another row: both say they are for the last.
+    last = len(PROMPT) - 1
+    assert last_picked == ["", ""]
+    assert row_picked[0].startswith(f"이 표는 마지막 글자 '{PROMPT[-1]}'(위치 {last})의 다음 글자")
+    assert f"고른 행 '{PROMPT[1]}'(위치 1)에서의 예측" in row_picked[0]
+    assert row_picked[1] == (
+        f"이 값들은 마지막 글자 '{PROMPT[-1]}'(위치 {last})에서 예측한 다음 글자에 대한 것입니다. "
+        f"고른 행 '{PROMPT[1]}'(위치 1)에 대한 것이 아닙니다."
+    )
