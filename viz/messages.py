@@ -27,6 +27,10 @@ LANGUAGES = ("en", "ko")
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 # A glossary link: [[term|the words shown]]; in a terminal only the words are printed.
 LINK = re.compile(r"\[\[([a-z_]+)\|([^\]]+)\]\]")
+# A placeholder, with the particle written after it in its neutral form if any: {char}(이)가.
+PLACEHOLDER_PARTICLE = re.compile(r"\{([a-z_]+)\}(?:(['’]?)\((은|이|을|과|으)\)(는|가|를|와|로))?")
+HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
+FINAL_RIEUL = 8  # ㄹ: takes 로, not 으로
 
 
 def load_catalogue(path: Path = CATALOGUE_PATH) -> dict[str, dict[str, str]]:
@@ -68,6 +72,28 @@ def check_language(lang: str) -> str:
     return lang
 
 
+def particle(word: str, with_final: str, without_final: str) -> str:
+    """The Korean particle that fits after ``word``.
+
+    A Hangul syllable's final consonant is ``(code - 0xAC00) % 28`` (0: none). With one,
+    the first form (은, 이, 을, 과, 으로; but 로 after ㄹ); without, the second (는, 가, 를,
+    와, 로); after anything not a Hangul syllable (a digit, a Latin letter, a space), the
+    neutral "(은)는" that reads right either way. viz/page/i18n.js does the same.
+
+    Args:
+        word: the text the particle follows (non-empty).
+        with_final: "은", "이", "을", "과" or "으" (for 으로).
+        without_final: "는", "가", "를", "와" or "로".
+    """
+    code = ord(word[-1])
+    if not HANGUL_FIRST <= code <= HANGUL_LAST:
+        return f"({with_final}){without_final}"
+    final = (code - HANGUL_FIRST) % 28
+    if final == 0 or (with_final == "으" and final == FINAL_RIEUL):
+        return without_final
+    return "으로" if with_final == "으" else with_final
+
+
 def say(message: "Message | str", lang: str = "en", **args) -> str:
     """A message as plain text in ``lang``: placeholders filled (Messages in them rendered
     too), glossary links reduced to their words.
@@ -85,9 +111,12 @@ def say(message: "Message | str", lang: str = "en", **args) -> str:
 
     def value(match: re.Match) -> str:
         v = message.args[match.group(1)]
-        return say(v, lang) if isinstance(v, Message) else str(v)
+        word = say(v, lang) if isinstance(v, Message) else str(v)
+        if match.group(3) is None:
+            return word
+        return word + match.group(2) + particle(word, match.group(3), match.group(4))
 
-    return LINK.sub(r"\2", PLACEHOLDER.sub(value, text))
+    return LINK.sub(r"\2", PLACEHOLDER_PARTICLE.sub(value, text))
 
 
 def message_json(message: Message) -> dict:

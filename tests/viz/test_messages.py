@@ -4,6 +4,8 @@ scripts and template ask for present, the Korean in the seed chapters' terms, an
 Python side (`viz.messages.say`) rendering what the page renders."""
 
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -12,7 +14,16 @@ from tests.conftest import sharp_model
 from tests.viz.conftest import VOCAB
 from viz.attention_server import AttentionExplorer, PromptError
 from viz.attention_steps import CHAPTER_STEPS, SWITCHES
-from viz.messages import CATALOGUE, LANGUAGES, LINK, PLACEHOLDER, Message, message_json, say
+from viz.messages import (
+    CATALOGUE,
+    LANGUAGES,
+    LINK,
+    PLACEHOLDER,
+    Message,
+    message_json,
+    particle,
+    say,
+)
 from viz.page_files import PAGE_TEMPLATE, SCRIPT_DIR, page_scripts
 
 TEMPLATE = PAGE_TEMPLATE.read_text(encoding="utf-8")
@@ -102,6 +113,92 @@ def test_the_servers_refusals_come_as_messages_in_both_languages():
         "error.unknown_chars", {"n": 2, "chars": "'x' (U+0078): 3, '<' (U+003C): 4"}
     )
     assert say(unknown.value.message, "ko").startswith("모델의 어휘에 없는 글자 2개")
+
+
+# A particle written fixed after a placeholder ('{key}'는): right for half the characters.
+FIXED_PARTICLE = re.compile(r"\{[a-z_]+\}['’\"”]?(?:이|가|은|는|을|를|과|와|으로|로)")
+
+
+def fixed_particles(catalogue: dict) -> list[str]:
+    return [
+        f"{key}: {match.group()}"
+        for key, entry in sorted(catalogue.items())
+        for match in FIXED_PARTICLE.finditer(entry["ko"])
+    ]
+
+
+def test_no_fixed_particle_follows_a_placeholder():
+    """Each particle after a placeholder is written "(은)는", "(이)가", ..., so that `say`
+    and i18n.js choose it by the value's final consonant."""
+    assert fixed_particles(CATALOGUE) == []
+    planted = {"m": {"en": "'{key}' is", "ko": "'{key}'는 미래, {n}로"}}
+    assert fixed_particles(planted) == ["m: {key}'는", "m: {n}로"]
+
+
+@pytest.mark.parametrize(
+    ("char", "expected"),
+    [
+        ("면", "'면'은 미래가 아니므로"),  # final ㄴ
+        ("가", "'가'는 미래가 아니므로"),  # no final consonant
+        ("a", "'a'(은)는 미래가 아니므로"),  # not Hangul: the neutral form
+        (" ", "' '(은)는 미래가 아니므로"),
+    ],
+)
+def test_say_picks_the_particle_by_the_characters_final_consonant(char, expected):
+    assert expected in say("derivation.mask_past", "ko", j=0, i=1, key=char)
+    assert say("derivation.mask_past", "en", j=0, i=1, key=char).startswith("j = 0 ≤ i = 1:")
+
+
+def test_particle_forms():
+    assert [particle(w, "이", "가") for w in ("말", "새", "7")] == ["이", "가", "(이)가"]
+    assert [particle(w, "을", "를") for w in ("밥", "배")] == ["을", "를"]
+    assert [particle(w, "과", "와") for w in ("밥", "배")] == ["과", "와"]
+    assert [particle(w, "으", "로") for w in ("밥", "배", "말")] == ["으로", "로", "로"]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run i18n.js")
+def test_the_page_picks_the_same_particles_as_say():
+    """i18n.js's rawText, run in node on the real catalogue, against `say`."""
+    script = (SCRIPT_DIR / "i18n.js").read_text(encoding="utf-8")
+    catalogue = (SCRIPT_DIR / "messages.json").read_text(encoding="utf-8")
+    chars = ["면", "가", "말", "a", " "]
+    program = f"""
+const document = {{ getElementById: () => ({{ textContent: JSON.stringify(
+  {{ lang: "ko", messages: {catalogue} }}) }}) }};
+const window = {{ location: {{ search: "" }} }};
+const navigator = {{ languages: ["ko"] }};
+{script}
+for (const key of {chars!r}) {{
+  console.log(t("derivation.mask_past", {{ j: 0, i: 1, key }}));
+  console.log(t("heads.title", {{ char: key, layer: 0 }}));
+}}
+"""
+    shown = subprocess.run(
+        ["node", "-e", program], capture_output=True, text=True, check=True, timeout=30
+    ).stdout.split("\n")[:-1]
+    expected = []
+    for char in chars:
+        expected.append(say("derivation.mask_past", "ko", j=0, i=1, key=char))
+        expected.append(say("heads.title", "ko", char=char, layer=0))
+    assert shown == expected
+    assert "0층에서 말이 주목하는 글자" in shown
+
+
+def test_the_korean_calls_a_layer_by_the_chapters_word():
+    """The chapters' 층 for a layer of the model; 블록 only where the glossary says that
+    the next chapter calls a 층 a Transformer 블록."""
+    uses = sorted(key for key, entry in CATALOGUE.items() if "블록" in entry["ko"])
+    assert uses == ["glossary.block.text"]
+    assert CATALOGUE["glossary.block.name"]["ko"] == "층"
+    assert say("block.title", "ko", layer=2).startswith("2층의 나머지")
+    assert say("lens.after_block", "ko", layer=1) == "1층 뒤"
+
+
+def test_nats_per_character_is_explained_in_the_glossary():
+    assert "[[nats|" in CATALOGUE["training.help"]["ko"]
+    assert "[[nats|" in CATALOGUE["training.help"]["en"]
+    assert "bits = nats / ln 2" in CATALOGUE["glossary.nats.text"]["en"]
+    assert "비트 = nats / ln 2" in CATALOGUE["glossary.nats.text"]["ko"]
 
 
 def _tiny_model():

@@ -123,6 +123,10 @@ function renderBlockSteps(block) {
 function renderAttribution(answer) {
   const box = $("attribution");
   const label = answer.label === null ? String(answer.token) : answer.label;
+  if (state.row !== null && state.row !== answer.position) { // pushes exist at the last only
+    box.append(el("p", t("attribution.last_only",
+      { last: quoted(answer.position), picked: quoted(state.row) }), { class: "note", id: "attribution-position" }));
+  }
   box.append(el("h3", t("cli.pushes", {
     char: `'${label}'`, position: answer.position, norm: answer.norm,
     divisor: answer.divisor.toFixed(4),

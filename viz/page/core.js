@@ -44,6 +44,13 @@ function formatFixed(x, decimals) {
   return Number(truncated.slice(-1)) % 2 === 0 ? truncated : rounded;
 }
 
+// A change (after − before), rounded: one that rounds to zero reads 0.000, not −0.000,
+// whichever side of zero it was on.
+function formatChange(x, decimals) {
+  const text = formatFixed(x, decimals);
+  return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text;
+}
+
 // A step's value as shown: −∞ for the mask (sent as null), else rounded.
 function fmt(x, decimals) {
   return x === null ? "−∞" : formatFixed(x, decimals);

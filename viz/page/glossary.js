@@ -4,7 +4,7 @@
 "use strict";
 
 const GLOSSARY_TERMS = ["residual", "norm", "embedding", "position", "rope", "qk_norm",
-  "heads", "w_o", "block", "mlp", "lm_head", "logit_lens", "temperature", "channel"];
+  "heads", "w_o", "block", "mlp", "lm_head", "logit_lens", "temperature", "channel", "nats"];
 
 function renderGlossary() {
   const list = $("glossary");

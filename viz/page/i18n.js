@@ -6,8 +6,9 @@
 
 const WORDS = JSON.parse(document.getElementById("page-messages").textContent);
 const LANGUAGES = ["ko", "en"];
-const PLACEHOLDER = /\{([a-z_]+)\}/g;
 const LINK = /\[\[([a-z_]+)\|([^\]]+)\]\]/g;
+// A placeholder, with the particle written after it in its neutral form if any: {char}(이)가.
+const PLACEHOLDER_PARTICLE = /\{([a-z_]+)\}(?:(['’]?)\((은|이|을|과|으)\)(는|가|를|와|로))?/g;
 
 // ?lang= in the address, else the file's --lang, else the browser's first of ko and en.
 function startLanguage() {
@@ -27,14 +28,27 @@ function isMessage(value) {
   return value !== null && typeof value === "object" && typeof value.key === "string";
 }
 
+// The particle that fits the word before it: the form with a final consonant (은, 이, 을,
+// 과, 으로) after a Hangul syllable that has one ((code − 0xAC00) % 28 ≠ 0), except 로
+// after ㄹ (final 8); the other form after one without; the neutral "(은)는" after
+// anything that is not a Hangul syllable. Same rule as viz/messages.py.
+function particle(word, withFinal, withoutFinal) {
+  const code = word.codePointAt(word.length - 1);
+  if (!(code >= 0xac00 && code <= 0xd7a3)) return `(${withFinal})${withoutFinal}`;
+  const final = (code - 0xac00) % 28;
+  if (final === 0 || (withFinal === "으" && final === 8)) return withoutFinal;
+  return withFinal === "으" ? "으로" : withFinal;
+}
+
 // A message's text in LANG, placeholders filled, links kept as [[term|words]].
 function rawText(key, args) {
   const entry = WORDS.messages[key];
   if (!entry) return key; // tests/viz/test_messages.py holds every key used to the catalogue
-  return entry[LANG].replace(PLACEHOLDER, (all, name) => {
+  return entry[LANG].replace(PLACEHOLDER_PARTICLE, (all, name, quote, withFinal, withoutFinal) => {
     if (!args || !(name in args)) return all;
     const value = args[name];
-    return isMessage(value) ? rawText(value.key, value.args) : String(value);
+    const word = isMessage(value) ? rawText(value.key, value.args) : String(value);
+    return withFinal === undefined ? word : word + quote + particle(word, withFinal, withoutFinal);
   });
 }
 

@@ -142,6 +142,8 @@ function numberTable(step) {
 
 // A wide step (X has n_embd columns) as a canvas of coloured cells; hovering shows the
 // cell's exact value, a click keeps a derivation as in a table.
+const TICK_PX = 28; // the least room between two column labels of a heatmap
+
 function heatmap(step, maxWidth) {
   const labels = rowLabels();
   const [rows, cols] = step.shape;
@@ -149,7 +151,7 @@ function heatmap(step, maxWidth) {
   const cellW = Math.max(2, Math.min(18, Math.floor((maxWidth || 560) / cols)));
   const cellH = Math.max(4, Math.min(18, Math.floor(420 / rows)));
   const left = 44;
-  const top = characters ? 18 : 4;
+  const top = 14; // room for the column labels
   const width = left + cols * cellW + 2;
   const height = top + rows * cellH + 2;
   const canvas = el("canvas", null, { "data-step": step.key, role: "img",
@@ -168,6 +170,14 @@ function heatmap(step, maxWidth) {
   g.fillStyle = "#656d76";
   if (rows * cellH >= rows * 9) {
     for (let i = 0; i < rows; i++) g.fillText(`${i} ${labels[i]}`, 2, top + i * cellH + cellH / 2);
+  }
+  // Column labels along the top, at least TICK_PX apart: the characters where a cell is
+  // wide enough for one, else the column numbers.
+  g.font = `10px ${getComputedStyle(document.body).fontFamily}`;
+  const every = Math.max(1, Math.ceil(TICK_PX / cellW));
+  for (let j = 0; j < cols; j += every) {
+    const name = characters && cellW >= 10 ? labels[j] : String(j);
+    g.fillText(name, left + j * cellW, top / 2);
   }
   // One pixel per cell, blended on white, then scaled up without smoothing: far
   // faster than a fillRect per cell for T × C tables.
@@ -231,6 +241,25 @@ function heatmap(step, maxWidth) {
     if (at && EXPLAINED[step.key]) lockCell(step.key, at[0], at[1]);
   });
   const wrap = el("div", null, { class: "heatmap scroll" });
-  wrap.append(canvas);
+  wrap.append(canvas, heatmapLegend(step, scale, cols));
   return wrap;
+}
+
+// Under a heatmap: its colour scale with the values at either end, and what its columns
+// are (characters or channels, numbered along the top).
+function heatmapLegend(step, scale, cols) {
+  const weights = step.kind === "weights";
+  const low = weights ? "0" : fmt(-scale, DECIMALS);
+  const high = weights ? "1" : fmt(scale, DECIMALS);
+  const bar = el("span", null, { class: "legend-bar" });
+  bar.style.background = weights ? "linear-gradient(to right, #fff, rgb(29, 78, 216))"
+    : "linear-gradient(to right, rgb(29, 78, 216), #fff, rgb(220, 38, 38))";
+  const legend = el("div", null, { class: "heatmap-legend", "data-legend": step.key });
+  legend.append(
+    el("span", low, { class: "legend-low" }), bar, el("span", high, { class: "legend-high" }),
+    el("span", t(weights ? "heatmap.colour_weights" : "heatmap.colour_signed", { scale: high })),
+    el("span", t(step.columns === "characters" ? "heatmap.columns_chars" : "heatmap.columns_channels",
+      { last: cols - 1 }), { class: "legend-columns" }),
+  );
+  return legend;
 }

@@ -107,6 +107,11 @@ function renderNext() {
   const own = state.result.model; // the model's own numbers, under switches
   $("next-title").textContent = t("next.title", { char: quoted(last) }) + snapshotTag() +
     (own ? t("next.whatif") : "");
+  // The answer holds the next-character logits at the last position only: say so when
+  // the learner picked another row.
+  const note = $("next-position");
+  note.hidden = state.row === null || state.row === last;
+  note.textContent = note.hidden ? "" : t("next.last_only", { last: quoted(last), picked: quoted(state.row) });
   $("temperature").value = String(state.temperature);
   $("temperature-value").textContent = state.temperature.toFixed(2);
   $("temperature-help").textContent = state.temperature === 0

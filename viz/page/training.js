@@ -128,6 +128,7 @@ function fromPicker(from) {
 function signedTable(values, labels, id, kind) {
   const scale = matrixScale(values);
   const decimals = kind === "difference" ? DIFFERENCE_DECIMALS : DECIMALS;
+  const format = kind === "difference" ? formatChange : formatFixed;
   const table = el("table", null, { class: "weights", id, "data-kind": kind });
   const chars = el("tr");
   chars.append(el("th"), el("th"));
@@ -140,10 +141,10 @@ function signedTable(values, labels, id, kind) {
     tr.append(el("th", i, { class: "idx" }), el("th", labels[i], { class: "char" }));
     row.forEach((x, j) => {
       if (j > i && x === 0) {
-        tr.append(el("td", formatFixed(x, decimals), { class: "future", title: t("table.future") }));
+        tr.append(el("td", format(x, decimals), { class: "future", title: t("table.future") }));
         return;
       }
-      const td = el("td", formatFixed(x, decimals), { title: String(x) });
+      const td = el("td", format(x, decimals), { title: String(x) });
       const [r, g, b, a] = valueColor(x, kind, scale);
       td.style.background = `rgba(${r}, ${g}, ${b}, ${a.toFixed(3)})`;
       if (a > 0.55) td.style.color = "#fff";
@@ -200,7 +201,7 @@ function renderSnapshotChanges() {
     nodes.push(el("p", t("training.changes_finished"), { class: "muted" }));
   }
   nodes.push(el("p", t("training.changes_largest", {
-    value: formatFixed(largest.value, DERIVATION_DECIMALS),
+    value: formatChange(largest.value, DERIVATION_DECIMALS),
     row: after.labels[largest.row], column: after.labels[largest.column],
   }), { class: "muted" }));
   box.replaceChildren(...nodes);
