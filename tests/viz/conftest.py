@@ -1,7 +1,7 @@
 """What the page's and the explorer's tests share: a small GPT with sharp attention
 (`sharp_model`), its checkpoint, the vocabulary and prompt it is asked about, a
-parser for the explorer's table, and one headless Chromium per test worker for the
-browser tests (`browser`, `page`)."""
+GPT-2 block and a modern one (the `model` fixture), a parser for the explorer's table,
+and one headless Chromium per test worker for the browser tests (`browser`, `page`)."""
 
 import dataclasses
 import math
@@ -11,6 +11,7 @@ import re
 import pytest
 import torch
 
+import tests.conftest
 from model import GPT, GPTConfig
 from model.checkpoint import save_checkpoint
 from tests.viz.browser import Page, browser_missing, open_browser
@@ -91,6 +92,24 @@ def parse_table(out: str, T: int) -> list[list[float]]:
     rows = [line for line in out.splitlines() if re.match(r"^\s*\d+ \S", line)]
     assert len(rows) == T, out
     return [[float(x) for x in NUMBER.findall(line)] for line in rows]
+
+
+MODERN = {"position": "rope", "norm": "rmsnorm", "qk_norm": True, "bias": False}
+
+
+def modern_model() -> GPT:
+    """RoPE, RMSNorm, QK-norm, ReLU² and a soft cap on VOCAB (2 layers, 3 heads of 8
+    channels): every option the block and the logit attribution read."""
+    extra = {"activation": "relu2", "logit_softcap": 5.0, "tie_embeddings": False}
+    return tests.conftest.sharp_model(
+        len(VOCAB), 16, n_layer=2, n_head=3, n_embd=24, **MODERN, **extra
+    )
+
+
+@pytest.fixture(params=["gpt2", "modern"])
+def model(request) -> GPT:
+    """`sharp_model` (learned positions, LayerNorm, GELU), then `modern_model`."""
+    return sharp_model() if request.param == "gpt2" else modern_model()
 
 
 BROWSER_MISSING = browser_missing()
