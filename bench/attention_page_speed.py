@@ -135,15 +135,14 @@ def time_parts(
 
 def time_browser(url: str, texts: list[str], T: int) -> dict:
     """Median ms from pressing Show (or a switch) to the steps drawn, in Chromium."""
-    import runpy
+    from tests.viz.browser import Page, browser_missing, open_browser
 
-    bench = runpy.run_path(str(Path(__file__).with_name("attention_page_browser.py")))
-    missing = bench["browser_missing"]()
+    missing = browser_missing()
     if missing:
         print(f"skipped the browser: {missing}")
         return {}
-    driver = bench["open_browser"](1400, 1000)
-    page = bench["Page"](driver)
+    driver = open_browser(1400, 1000)
+    page = Page(driver)
     shown, switched = [], []
     box = "document.getElementById('prompt').value = arguments[0]"
     try:

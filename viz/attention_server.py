@@ -173,6 +173,24 @@ def check_switches(value) -> tuple[str, ...]:
     return tuple(value)
 
 
+def check_prompt(value) -> str:
+    """A prompt as typed: non-empty text (checked before the tokenizer reads it).
+
+    Raises:
+        PromptError: if it is not text, or is empty (each with its catalogue message).
+    """
+    if not isinstance(value, str):
+        kind = type(value).__name__
+        raise PromptError(
+            f"the prompt must be text, got {kind}", Message("error.not_text", {"type": kind})
+        )
+    if not value:
+        raise PromptError(
+            "the prompt is empty: type at least one character", Message("error.empty")
+        )
+    return value
+
+
 def check_encoding(value) -> str:
     """A JSON/query encoding name, one of `viz.array_encoding.ENCODINGS`.
 
@@ -249,15 +267,7 @@ class AttentionExplorer:
                 outside the vocabulary (the tokenizer's message: each one with its code
                 point and position).
         """
-        if not isinstance(prompt, str):
-            kind = type(prompt).__name__
-            raise PromptError(
-                f"the prompt must be text, got {kind}", Message("error.not_text", {"type": kind})
-            )
-        if not prompt:
-            raise PromptError(
-                "the prompt is empty: type at least one character", Message("error.empty")
-            )
+        check_prompt(prompt)
         prompt = self.tokenizer.normalize(prompt)  # the characters the model reads
         try:
             ids = self.tokenizer.encode(prompt)  # the whole prompt: positions as typed
@@ -479,15 +489,7 @@ class AttentionExplorer:
             PromptError: if the prompt is empty or not text, or the encoding unknown.
         """
         encoding = check_encoding(encoding)
-        if not isinstance(prompt, str):
-            kind = type(prompt).__name__
-            raise PromptError(
-                f"the prompt must be text, got {kind}", Message("error.not_text", {"type": kind})
-            )
-        if not prompt:
-            raise PromptError(
-                "the prompt is empty: type at least one character", Message("error.empty")
-            )
+        check_prompt(prompt)
         mine = ComparedModel(self.name, self.model, self.tokenizer)
         with self._lock:  # the same model as `forward`'s: one request at a time
             result = compare_models(mine, other, prompt, TOP_K)

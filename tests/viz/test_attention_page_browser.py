@@ -5,42 +5,27 @@ the next-character probabilities follow the temperature, the steps render with t
 explorer's numbers, a clicked cell's derivation matches the tables, a what-if switch
 changes the next characters and turning it off restores them, the page asks no host but
 127.0.0.1, and the --html file works from disk. Skips where selenium or Chromium is not
-installed (see bench/attention_page_browser.py), except under CI=true: .ci/run installs
+installed (see tests/viz/browser.py), except under CI=true: .ci/run installs
 them, so there a missing browser fails.
 
     apt-get install chromium chromium-driver fonts-nanum && pip install -r requirements.txt
     python -m pytest -q tests/viz/test_attention_page_browser.py
 """
 
-import os
 import runpy
 import threading
 from pathlib import Path
 
-import pytest
-
 import explore_attention
 from data.tokenizer import CharTokenizer
-from tests.viz.conftest import PROMPT, VOCAB, save_sharp_checkpoint
+from tests.viz.conftest import BROWSER_TEST, PROMPT, VOCAB, save_sharp_checkpoint
+from tests.viz.page_checks import check_file, check_network, check_page, check_steps
 from viz.attention_server import AttentionExplorer, ExplorerServer
 
 ROOT = Path(__file__).resolve().parents[2]
+# The screenshot the bench script writes (its checks are page_checks's).
 BENCH = runpy.run_path(str(ROOT / "bench" / "attention_page_browser.py"), run_name="bench")
-MISSING = BENCH["browser_missing"]()
-IN_CI = os.environ.get("CI", "").lower() == "true"
-pytestmark = [
-    pytest.mark.slow,  # a browser, driven by bench/attention_page_browser.py
-    pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or ""),
-]
-
-
-@pytest.fixture(scope="module")
-def page():
-    if MISSING is not None:
-        pytest.fail(f"CI=true and {MISSING}; .ci/run installs it")
-    driver = BENCH["open_browser"]()
-    yield BENCH["Page"](driver)
-    driver.quit()
+pytestmark = BROWSER_TEST  # a browser: one per worker, conftest's `page`
 
 
 def test_served_page_in_a_browser(page, tmp_path):
@@ -49,9 +34,9 @@ def test_served_page_in_a_browser(page, tmp_path):
     server = ExplorerServer(("127.0.0.1", 0), explorer)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
-        done = BENCH["check_page"](page, server.url, explorer, PROMPT)
-        steps = BENCH["check_steps"](page, server.url, explorer, PROMPT)
-        network = BENCH["check_network"](page, server.url)
+        done = check_page(page, server.url, explorer, PROMPT)
+        steps = check_steps(page, server.url, explorer, PROMPT)
+        network = check_network(page, server.url)
     finally:
         server.shutdown()
         server.server_close()
@@ -73,4 +58,4 @@ def test_html_file_in_a_browser(page, tmp_path, capsys):
     html = tmp_path / "attention.html"
     argv = ["--checkpoint", str(path), "--prompt", PROMPT, "--device", "cpu", "--html", str(html)]
     assert explore_attention.main([*argv, "--png", str(tmp_path / "grid.png"), "--dpi", "10"]) == 0
-    assert len(BENCH["check_file"](page, html, PROMPT)) == 3
+    assert len(check_file(page, html, PROMPT)) == 3

@@ -10,7 +10,6 @@ tests/viz/test_attention_page_browser.py does (not under CI=true).
 """
 
 import os
-import runpy
 import threading
 from pathlib import Path
 
@@ -19,18 +18,12 @@ import pytest
 import explore_attention
 from data.tokenizer import CharTokenizer
 from tests.conftest import sharp_model
-from tests.viz.conftest import PROMPT, VOCAB, save_sharp_checkpoint
+from tests.viz.browser import Page
+from tests.viz.conftest import BROWSER_TEST, PROMPT, VOCAB, save_sharp_checkpoint
 from viz.attention_server import AttentionExplorer, ExplorerServer
 from viz.messages import CATALOGUE, LINK
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = runpy.run_path(str(ROOT / "bench" / "attention_page_browser.py"), run_name="bench")
-MISSING = BENCH["browser_missing"]()
-IN_CI = os.environ.get("CI", "").lower() == "true"
-pytestmark = [
-    pytest.mark.slow,  # a browser
-    pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or ""),
-]
+pytestmark = BROWSER_TEST
 LANGS = ["ko", "en"]
 LONG = (PROMPT + " ") * 6  # 60 characters: wider and taller than a screen of cells
 
@@ -60,15 +53,13 @@ def url(explorer):
 
 
 @pytest.fixture(scope="module")
-def page():
-    if MISSING is not None:
-        pytest.fail(f"CI=true and {MISSING}; .ci/run installs it")
-    driver = BENCH["open_browser"](1280, 800)
-    # The page itself 1280 × 800, as on a laptop's screen.
+def page(browser):
+    # The page itself 1280 × 800, as on a laptop's screen; the shared browser's own
+    # size again after this module.
     metrics = {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False}
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
-    yield BENCH["Page"](driver)
-    driver.quit()
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    yield Page(browser)
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def js(page, script: str, *args):

@@ -404,8 +404,8 @@ def test_html_file_embeds_every_heads_steps(tmp_path):
     assert data["result"]["lens"] == explorer.explain("To be")["lens"]
 
 
-def test_cli_steps_prints_the_pages_numbers(checkpoint_path, capsys):
-    model, path = checkpoint_path
+def test_cli_steps_prints_the_pages_numbers(checkpoint, capsys):
+    model, path = checkpoint
     argv = ["--checkpoint", str(path), "--prompt", PROMPT, "--device", "cpu", "--steps"]
     assert explore_attention.main([*argv, "--layer", "0", "--head", "1", "--decimals", "4"]) == 0
     out = capsys.readouterr().out
@@ -433,14 +433,8 @@ def test_cli_steps_prints_the_pages_numbers(checkpoint_path, capsys):
     )
 
 
-@pytest.fixture
-def checkpoint_path(tmp_path):
-    path = tmp_path / "ckpt.pt"
-    return save_sharp_checkpoint(path), path
-
-
-def test_cli_steps_refuses_what_it_cannot(checkpoint_path, capsys):
-    _, path = checkpoint_path
+def test_cli_steps_refuses_what_it_cannot(checkpoint, capsys):
+    _, path = checkpoint
     argv = ["--checkpoint", str(path), "--prompt", "To be", "--device", "cpu"]
 
     def fails(*extra) -> str:

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from data.tokenizer import CharTokenizer
 from model import causal_mask, explicit_attention, record_attention
 from tests.conftest import sharp_model
-from tests.viz.conftest import PROMPT, VOCAB, ids_of
+from tests.viz.conftest import MODERN, PROMPT, VOCAB, ids_of
 from tests.viz.conftest import sharp_model as sharp_gpt2
 from viz.attention_presets import CHAPTER_SENTENCES, LATER_SENTENCES, prompt_presets
 from viz.attention_server import AttentionExplorer, PromptError
@@ -29,8 +29,6 @@ from viz.attention_steps import (
 from viz.attention_weights import attention_and_next_logits
 from viz.logit_lens import layer_logits, layer_predictions
 from viz.messages import say
-
-MODERN = {"position": "rope", "norm": "rmsnorm", "qk_norm": True, "bias": False}
 
 
 def gpt2_model():

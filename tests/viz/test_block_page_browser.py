@@ -3,40 +3,27 @@ for packed float32 tables and shows the same numbers; the block's steps, the pus
 beside the model's logit, and the per-word toggle with each row summing to 1. Skips
 where selenium or Chromium is not installed, as tests/viz/test_attention_page_browser.py."""
 
-import os
-import runpy
 import threading
-from pathlib import Path
 
 import pytest
 
 from data.tokenizer import CharTokenizer
-from tests.viz.conftest import PROMPT, VOCAB, ids_of
+from tests.viz.conftest import BROWSER_TEST, PROMPT, VOCAB, ids_of
 from tests.viz.conftest import sharp_model as sharp_gpt2
 from viz.attention_server import AttentionExplorer, ExplorerServer
 from viz.attention_steps import record_forward
 from viz.logit_attribution import logit_attribution
 from viz.word_tables import word_spans, word_weights
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = runpy.run_path(str(ROOT / "bench" / "attention_page_browser.py"), run_name="bench")
-MISSING = BENCH["browser_missing"]()
-IN_CI = os.environ.get("CI", "").lower() == "true"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or ""),
-]
+pytestmark = BROWSER_TEST
 
 
-def test_the_block_the_pushes_and_the_words_in_a_browser():
-    if MISSING is not None:
-        pytest.fail(f"CI=true and {MISSING}; .ci/run installs it")
+def test_the_block_the_pushes_and_the_words_in_a_browser(page):
     model = sharp_gpt2()
     explorer = AttentionExplorer(model, CharTokenizer(VOCAB), "sharp")
     server = ExplorerServer(("127.0.0.1", 0), explorer)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    driver = BENCH["open_browser"]()
-    page = BENCH["Page"](driver)
+    driver = page.driver
     try:
         page.open(server.url + "?lang=en")
         page.show(PROMPT)
@@ -70,7 +57,6 @@ def test_the_block_the_pushes_and_the_words_in_a_browser():
         page.wait_for(lambda d: page.find_all("#block .step[data-step='down']"), "the block")
         down = driver.execute_script("return state.steps.block.steps.down.values.flat()")
     finally:
-        driver.quit()
         server.shutdown()
         server.server_close()
     assert cards == [

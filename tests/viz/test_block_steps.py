@@ -7,25 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import sharp_model
-from tests.viz.conftest import PROMPT, VOCAB, ids_of
-from tests.viz.conftest import sharp_model as sharp_gpt2
+from tests.viz.conftest import PROMPT, ids_of
 from viz.attention_steps import WhatIf, record_forward
 from viz.block_steps import BLOCK_CHAPTERS, block_steps, neuron_derivation
 from viz.logit_attribution import head_writes
-
-MODERN = {"position": "rope", "norm": "rmsnorm", "qk_norm": True, "bias": False}
-
-
-def modern_model():
-    """RoPE, RMSNorm, QK-norm, ReLU² and a soft cap: every option the block reads."""
-    extra = {"activation": "relu2", "logit_softcap": 5.0, "tie_embeddings": False}
-    return sharp_model(len(VOCAB), 16, n_layer=2, n_head=3, n_embd=24, **MODERN, **extra)
-
-
-@pytest.fixture(params=["gpt2", "modern"])
-def model(request):
-    return sharp_gpt2() if request.param == "gpt2" else modern_model()
 
 
 def test_every_table_is_the_models_forward_pass(model):

@@ -5,24 +5,10 @@ to the logit they explain; the divisor is the model's own norm's."""
 import pytest
 import torch
 
-from tests.conftest import sharp_model
 from tests.viz.conftest import PROMPT, VOCAB, ids_of
-from tests.viz.conftest import sharp_model as sharp_gpt2
 from viz.attention_steps import WhatIf, record_forward
 from viz.logit_attribution import head_writes, logit_attribution, residual_parts
 from viz.messages import say
-
-MODERN = {"position": "rope", "norm": "rmsnorm", "qk_norm": True, "bias": False}
-
-
-def modern_model():
-    extra = {"activation": "relu2", "logit_softcap": 5.0, "tie_embeddings": False}
-    return sharp_model(len(VOCAB), 16, n_layer=2, n_head=3, n_embd=24, **MODERN, **extra)
-
-
-@pytest.fixture(params=["gpt2", "modern"])
-def model(request):
-    return sharp_gpt2() if request.param == "gpt2" else modern_model()
 
 
 def test_the_parts_add_up_to_the_residual_stream(model):

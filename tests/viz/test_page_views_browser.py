@@ -5,10 +5,7 @@ the compare view both models' next-character tables and a character one model la
 their captions in English and Korean. Skips where selenium or Chromium is not
 installed, as tests/viz/test_attention_page_browser.py."""
 
-import os
-import runpy
 import threading
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,21 +13,21 @@ import torch
 from data.tokenizer import CharTokenizer
 from model import GPT, GPTConfig
 from model.checkpoint import load_checkpoint, model_from_checkpoint
-from tests.viz.conftest import PROMPT, SNAPSHOT_VOCAB, VOCAB, sharp_model, write_snapshot_run
+from tests.viz.conftest import (
+    BROWSER_TEST,
+    PROMPT,
+    SNAPSHOT_VOCAB,
+    VOCAB,
+    sharp_model,
+    write_snapshot_run,
+)
 from viz.attention_server import AttentionExplorer, ExplorerServer
 from viz.attention_weights import attention_and_next_logits
 from viz.model_compare import ComparedModel
 from viz.snapshot_explorers import SnapshotExplorers
 from viz.snapshots import SNAPSHOTS_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = runpy.run_path(str(ROOT / "bench" / "attention_page_browser.py"), run_name="bench")
-MISSING = BENCH["browser_missing"]()
-IN_CI = os.environ.get("CI", "").lower() == "true"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or ""),
-]
+pytestmark = BROWSER_TEST
 SNAPSHOT_PROMPT = "abcab ha"
 
 
@@ -63,9 +60,7 @@ def next_probabilities(driver) -> list[float]:
     return [float(x) for x in titles]
 
 
-def test_the_slider_shows_a_snapshots_own_numbers_and_their_changes(tmp_path):
-    if MISSING is not None:
-        pytest.fail(f"CI=true and {MISSING}; .ci/run installs it")
+def test_the_slider_shows_a_snapshots_own_numbers_and_their_changes(page, tmp_path):
     write_snapshot_run(tmp_path)
     snapshots = {}
     for step in (5, 50):
@@ -82,8 +77,7 @@ def test_the_slider_shows_a_snapshots_own_numbers_and_their_changes(tmp_path):
             snapshots=SnapshotExplorers(tmp_path, torch.device("cpu")),
         )
     )
-    driver = BENCH["open_browser"]()
-    page = BENCH["Page"](driver)
+    driver = page.driver
     try:
         page.open(server.url + "?lang=en")
         page.show(SNAPSHOT_PROMPT)
@@ -125,7 +119,6 @@ def test_the_slider_shows_a_snapshots_own_numbers_and_their_changes(tmp_path):
         help_ko = page.find("#changes-help").text
         title_ko = page.find("#training-section h2").text
     finally:
-        driver.quit()
         server.shutdown()
         server.server_close()
     assert finished_value == "the finished model (the run's checkpoint)"
@@ -166,16 +159,13 @@ def other_model() -> GPT:
     return model.eval(), vocab
 
 
-def test_the_compare_view_shows_both_models(tmp_path):
-    if MISSING is not None:
-        pytest.fail(f"CI=true and {MISSING}; .ci/run installs it")
+def test_the_compare_view_shows_both_models(page, tmp_path):
     a = sharp_model()
     b, b_vocab = other_model()
     explorer = AttentionExplorer(a, CharTokenizer(VOCAB), "new")
     compare = ComparedModel("parent", b, CharTokenizer(b_vocab))
     server = start(ExplorerServer(("127.0.0.1", 0), explorer, compare=compare))
-    driver = BENCH["open_browser"]()
-    page = BENCH["Page"](driver)
+    driver = page.driver
     tables = "document.querySelectorAll('.compare-next')"
     try:
         page.open(server.url + "?lang=en")
@@ -196,7 +186,6 @@ def test_the_compare_view_shows_both_models(tmp_path):
         missing_ko = page.find(".compare-missing").text
         title_ko = page.find("#compare-section h2").text
     finally:
-        driver.quit()
         server.shutdown()
         server.server_close()
     (name_a, rows_a), (name_b, rows_b) = shown_tables

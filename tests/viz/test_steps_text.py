@@ -4,18 +4,10 @@ each part pushes on the predicted next character."""
 
 import re
 
-import pytest
-
 import explore_attention
 from data.tokenizer import CharTokenizer
-from tests.viz.conftest import PROMPT, VOCAB, save_sharp_checkpoint
+from tests.viz.conftest import PROMPT, VOCAB
 from viz.attention_server import AttentionExplorer
-
-
-@pytest.fixture
-def checkpoint(tmp_path):
-    path = tmp_path / "ckpt.pt"
-    return save_sharp_checkpoint(path), path
 
 
 def test_steps_print_the_new_tables_with_the_pages_numbers(checkpoint, capsys):
