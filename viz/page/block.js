@@ -33,16 +33,7 @@ function renderBlockSwitches() {
   const nodes = [el("h3", t("block.switches", { layer: state.layer, head: stepHead() }))];
   const rerun = () => { state.derivation = null; show(state.result.prompt, { keepPrompt: true }); };
   for (const { key } of MODEL.block_switches || []) {
-    const label = el("label");
-    const input = el("input", null, { type: "checkbox", "data-switch": key });
-    input.checked = state.switches.has(key);
-    input.disabled = !DATA.served;
-    input.addEventListener("change", () => {
-      if (input.checked) state.switches.add(key);
-      else state.switches.delete(key);
-      rerun();
-    });
-    label.append(input, document.createTextNode(" " + t(`switch.${key}`)));
+    const label = switchCheckbox(key);  // switches.js
     if (key === "zero_neuron") {
       const number = el("input", null, {
         type: "number", min: 0, max: 4 * MODEL.n_embd - 1, value: state.neuron, id: "neuron",

@@ -1,24 +1,28 @@
 // The what-if switches and what they changed.
 "use strict";
 
+// One what-if's checkbox and its label: ticking it adds the switch to state.switches
+// and asks the server again (a file from --html cannot: the box is greyed out).
+function switchCheckbox(key) {
+  const label = el("label");
+  const input = el("input", null, { type: "checkbox", "data-switch": key });
+  input.checked = state.switches.has(key);
+  input.disabled = !DATA.served;
+  input.addEventListener("change", () => {
+    if (input.checked) state.switches.add(key);
+    else state.switches.delete(key);
+    state.derivation = null;
+    show(state.result.prompt, { keepPrompt: true });
+  });
+  label.append(input, document.createTextNode(" " + t(`switch.${key}`)));
+  return label;
+}
+
 function renderSwitches() {
   const box = $("switches");
   const nodes = [el("h3", t("switches.title", { layer: state.layer, head: stepHead() }))];
   nodes.push(richEl("p", "switches.help", {}, { class: "muted" }));
-  for (const { key } of MODEL.switches) {
-    const label = el("label");
-    const input = el("input", null, { type: "checkbox", "data-switch": key });
-    input.checked = state.switches.has(key);
-    input.disabled = !DATA.served;
-    input.addEventListener("change", () => {
-      if (input.checked) state.switches.add(key);
-      else state.switches.delete(key);
-      state.derivation = null;
-      show(state.result.prompt, { keepPrompt: true });
-    });
-    label.append(input, document.createTextNode(" " + t(`switch.${key}`)));
-    nodes.push(label);
-  }
+  for (const { key } of MODEL.switches) nodes.push(switchCheckbox(key));
   if (!DATA.served) {
     nodes.push(el("p", t("switches.file"), { class: "muted", id: "switches-note" }));
   }
