@@ -189,9 +189,10 @@ class RunFolder:
     def start(self, given_config: dict, comment: str = "") -> None:
         """Called once the run's input has been checked and training begins: with
         train.overwrite on a new run, move the earlier run's files aside (until
-        `saved`); then write config.yaml, the config as given (``RunConfig.to_dict()``),
-        atomically, after ``comment`` (YAML comment lines, e.g. the parent of a
-        fine-tuning run): a resume rewrites the run's own."""
+        `saved`) and add a line to ``notes`` saying where; then write config.yaml, the
+        config as given (``RunConfig.to_dict()``), atomically, after ``comment`` (YAML
+        comment lines, e.g. the parent of a fine-tuning run): a resume rewrites the
+        run's own."""
         if self.overwrite and self.resume_path is None and run_files(self.out_dir):
             aside = self.out_dir / REPLACED_NAME
             aside.mkdir()
@@ -199,7 +200,12 @@ class RunFolder:
             snapshots = (
                 [self.out_dir / SNAPSHOTS_DIR] if (self.out_dir / SNAPSHOTS_DIR).is_dir() else []
             )
-            _move_files(self.out_dir, aside, run_files(self.out_dir) + snapshots)
+            moved = _move_files(self.out_dir, aside, run_files(self.out_dir) + snapshots)
+            self.notes.append(
+                f"train.overwrite: the earlier run ({', '.join(sorted(moved))}) waits in {aside} "
+                "until this run writes its first checkpoint, then is deleted; if this run "
+                "ends before, it is put back"
+            )
         self._wrote_files = self.resume_path is None  # from here on, all of run_files
         config = self.out_dir / CONFIG_NAME
         temporary = temporary_path(config)

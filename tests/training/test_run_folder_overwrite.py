@@ -45,9 +45,11 @@ def test_a_replacing_run_that_fails_before_its_checkpoint_puts_the_earlier_back(
     with pytest.raises(RuntimeError, match="planted"):
         trainer.run()
     _as_it_was(tmp_path / "run", files)
-    assert f"the earlier run in {tmp_path / 'run'} is back in place (best.pt, ckpt.pt" in (
-        capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    aside = tmp_path / "run" / REPLACED_NAME
+    assert "train.overwrite: the earlier run (best.pt, ckpt.pt, config.yaml, events." in out
+    assert f"waits in {aside} until this run writes its first checkpoint" in out
+    assert f"the earlier run in {tmp_path / 'run'} is back in place (best.pt, ckpt.pt" in out
     resumed = train(load_config(None, [*given, "train.resume=true", "train.max_iters=4"]))
     assert resumed.iter_num == 4
 
