@@ -52,6 +52,11 @@ NEEDS_COMPILER = pytest.mark.skipif(
     reason=f"torch.compile's compiler: {missing_compiler(TEST_DEVICE)}",
 )
 
+# Tests that build kernels with Inductor run in one pytest-xdist worker, one after the
+# other: the first pays for starting Inductor (its imports, compile workers, precompiled
+# header) and the others reuse it and the kernels they share (docs/benchmarks.md#the-test-suite).
+INDUCTOR = pytest.mark.xdist_group("inductor")
+
 
 # One pytest-xdist worker per core (addopts: -n auto) each running torch's default of one
 # thread per core oversubscribes the cores: OpenMP's threads spin while they wait and the
@@ -259,7 +264,7 @@ def pytest_collection_modifyitems(config, items):
     grouped tests together and spreads the rest one by one."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
-        if info is None:
+        if info is None or item.get_closest_marker("xdist_group"):  # grouped already
             continue
         shared = any(
             definition.scope == "module"

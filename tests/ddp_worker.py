@@ -2,6 +2,7 @@
 
     torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py OUT CORPUS [fail]
     torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py OUT CORPUS accumulate
+    torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py OUT CORPUS all
 
 Each rank saves the batch it drew and its weights after the step to OUT/rank{r}.pt;
 "fail" makes rank 1 fail first. "accumulate" runs one float64 step of 4 micro-batches
@@ -12,7 +13,11 @@ saves where the embedding dropout zeroed its input, and the weights after, to
 OUT/dropout{r}.pt (see tests/training/test_checkpoint_rng.py). "float16" trains 6 steps with
 train.dtype=float16 from a loss scale of 2**20 (its first steps overflow) and saves the
 steps skipped, the final scale, the logged losses and the weights to
-OUT/float16_{r}.pt (see tests/training/test_precision.py).
+OUT/float16_{r}.pt (see tests/training/test_precision.py). "all" runs the step of no mode,
+"dropout", "accumulate" and "float16" one after another in one job, into OUT/grads,
+OUT/dropout, OUT/accumulate (its windows.pt there) and OUT/float16: each torchrun job
+starts three Python processes, which cost more than the parts themselves
+(tests/training/conftest.py's ddp_job).
 """
 
 import sys
@@ -28,7 +33,7 @@ from training.distributed import shutdown_distributed  # noqa: E402
 from training.loop import Trainer  # noqa: E402
 
 
-def main(out: Path, corpus: Path, fail_on_rank_1: bool) -> None:
+def main(out: Path, corpus: Path, fail_on_rank_1: bool, leave: bool = True) -> None:
     # Two ranks on CPU (gloo) whatever MINIGPT_TEST_DEVICE says: one GPU cannot hold both.
     cfg = load_config(None, tiny_overrides(out, corpus, device="cpu", **{"train.max_iters": 1}))
     trainer = Trainer(cfg)
@@ -60,10 +65,11 @@ def main(out: Path, corpus: Path, fail_on_rank_1: bool) -> None:
     )
     trainer.close()
     del trainer
-    shutdown_distributed()
+    if leave:
+        shutdown_distributed()
 
 
-def accumulate(out: Path, corpus: Path) -> None:
+def accumulate(out: Path, corpus: Path, leave: bool = True) -> None:
     from tests.training.test_loop_accumulation import float64_trainer, step_on
 
     torch.set_default_dtype(torch.float64)
@@ -74,10 +80,11 @@ def accumulate(out: Path, corpus: Path) -> None:
     torch.save(step_on(trainer, x, y, batch=1), out / f"accumulated{rank}.pt")
     trainer.close()
     del trainer
-    shutdown_distributed()
+    if leave:
+        shutdown_distributed()
 
 
-def dropout(out: Path, corpus: Path) -> None:
+def dropout(out: Path, corpus: Path, leave: bool = True) -> None:
     overrides = {"train.max_iters": 1, "model.dropout": 0.5}
     trainer = Trainer(load_config(None, tiny_overrides(out, corpus, device="cpu", **overrides)))
     zeros = []
@@ -87,10 +94,11 @@ def dropout(out: Path, corpus: Path) -> None:
     torch.save({"zeros": zeros[0], "after": after}, out / f"dropout{trainer.dist.rank}.pt")
     trainer.close()
     del trainer
-    shutdown_distributed()
+    if leave:
+        shutdown_distributed()
 
 
-def float16(out: Path, corpus: Path) -> None:
+def float16(out: Path, corpus: Path, leave: bool = True) -> None:
     import training.precision
     from tests.training.test_precision import PLANTED_SCALE
 
@@ -113,12 +121,28 @@ def float16(out: Path, corpus: Path) -> None:
     }
     torch.save(state, out / f"float16_{trainer.dist.rank}.pt")
     del trainer
+    if leave:
+        shutdown_distributed()
+
+
+def all_parts(out: Path, corpus: Path) -> None:
+    """Every mode but "fail", one after another, each in its own folder of ``out``, in
+    one process group (joining it again after leaving it hangs), left at the end."""
+    for part in ("grads", "dropout", "accumulate", "float16"):
+        (out / part).mkdir(exist_ok=True)
+    main(out / "grads", corpus, fail_on_rank_1=False, leave=False)
+    dropout(out / "dropout", corpus, leave=False)
+    accumulate(out / "accumulate", corpus, leave=False)
+    torch.set_default_dtype(torch.float32)  # accumulate's float64
+    float16(out / "float16", corpus, leave=False)
     shutdown_distributed()
 
 
 if __name__ == "__main__":
     mode = sys.argv[3] if len(sys.argv) > 3 else ""
-    if mode == "accumulate":
+    if mode == "all":
+        all_parts(Path(sys.argv[1]), Path(sys.argv[2]))
+    elif mode == "accumulate":
         accumulate(Path(sys.argv[1]), Path(sys.argv[2]))
     elif mode == "dropout":
         dropout(Path(sys.argv[1]), Path(sys.argv[2]))

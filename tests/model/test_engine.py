@@ -25,7 +25,7 @@ from model.engine import (
 )
 from model.gpt import Block, KVCache
 from model.sampling import Sampling
-from tests.conftest import NEEDS_COMPILER, ROOT, sharp_model
+from tests.conftest import INDUCTOR, NEEDS_COMPILER, ROOT, sharp_model
 
 VOCAB = 20
 BLOCK = 16
@@ -159,6 +159,7 @@ def mlp_doubled(self, x, kv_cache=None):
 
 
 @NEEDS_COMPILER
+@INDUCTOR
 @pytest.mark.parametrize("position, seed", [("learned", 3), ("rope", 2)])
 def test_a_change_to_block_changes_training_and_cached_decoding_alike(position, seed, monkeypatch):
     """Patching `Block.forward` changes the training forward's logits and the cached

@@ -9,7 +9,7 @@ import torch
 from model import GPT, GPTConfig, record_attention
 from model.engine import Engine, allocate_cache, rotary_angles
 from model.gpt import RotaryEmbedding, rotate
-from tests.conftest import NEEDS_COMPILER, TEST_DEVICE
+from tests.conftest import INDUCTOR, NEEDS_COMPILER, TEST_DEVICE
 
 BASE = dict(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32)
 OPTIONS = {
@@ -143,6 +143,7 @@ def test_softcap_bounds_logits_and_untied_head_is_separate():
 
 @pytest.mark.slow  # torch.compile
 @NEEDS_COMPILER
+@INDUCTOR
 def test_compiled_and_eager_forward_agree():
     model = build("modern").eval()
     x = torch.randint(0, 20, (2, 16)).to(TEST_DEVICE)

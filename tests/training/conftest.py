@@ -1,13 +1,16 @@
-"""What the training tests share: a real signal raised at a chosen batch (`SignalAt`)
-and one uninterrupted 10-step run with snapshots (`straight_run`), which the
-interrupted and resumed runs of test_loop_signals.py and test_snapshots.py must equal
-bit for bit. One run for both files: it is trained once per session."""
+"""What the training tests share: a real signal raised at a chosen batch (`SignalAt`),
+one uninterrupted 10-step run with snapshots (`straight_run`), which the interrupted
+and resumed runs of test_loop_signals.py and test_snapshots.py must equal bit for bit,
+and one two-rank torchrun job (`ddp_job`) whose parts four files' tests read. Each is
+made once per session."""
 
 import signal
+from pathlib import Path
 
 import pytest
+import torch
 
-from tests.conftest import shakespeare, tiny_overrides
+from tests.conftest import ROOT, shakespeare, tiny_overrides, torchrun
 from training import load_config, train
 from training.report import TrainResult
 
@@ -45,6 +48,39 @@ def straight_run(tmp_path_factory) -> TrainResult:
     is ``.out_dir``); mark a test that reads it with `SHARES_STRAIGHT_RUN`."""
     tmp = tmp_path_factory.mktemp("straight")
     return train(load_config(None, tiny_overrides(tmp, shakespeare(), **STRAIGHT)))
+
+
+# The tests that read ddp_job run in one pytest-xdist worker, which runs the job once.
+SHARES_DDP_JOB = pytest.mark.xdist_group("training_ddp_job")
+
+
+@pytest.fixture(scope="session")
+def ddp_job(tmp_path_factory) -> Path:
+    """The folder of one two-process torchrun job (CPU, gloo) of tests/ddp_worker.py's
+    "all" mode: per-rank files in grads/ (one step: batches and weights), dropout/,
+    accumulate/ (on the windows of test_loop_accumulation.fixed_windows, saved there
+    first) and float16/. One job for the four: starting a torchrun job (three Python
+    processes) costs more than each part. Mark a test that reads it with SHARES_DDP_JOB.
+
+    Raises:
+        AssertionError: with the end of the ranks' stderr, if the job fails.
+    """
+    from tests.training.test_loop_accumulation import fixed_windows
+
+    out = tmp_path_factory.mktemp("ddp_job")
+    (out / "accumulate").mkdir()
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # fixed_windows' trainer is float64
+    try:
+        x, y = fixed_windows(shakespeare(), out / "windows")
+    finally:
+        torch.set_default_dtype(previous)
+    torch.save({"x": x, "y": y}, out / "accumulate" / "windows.pt")
+    job = torchrun(
+        ROOT / "tests" / "ddp_worker.py", out, shakespeare(), "all", retry_gloo_abort=True
+    )
+    assert job.returncode == 0, job.stderr[-3000:]
+    return out
 
 
 @pytest.fixture(autouse=True)

@@ -4,22 +4,15 @@ rank: the global seed had no rank offset), from the same initial weights."""
 import pytest
 import torch
 
-from tests.conftest import ROOT, torchrun
+from tests.training.conftest import SHARES_DDP_JOB
 from training.checkpoint import seed_rank_stream
 
 
 @pytest.mark.slow  # torchrun
-def test_two_ranks_drop_different_units(tmp_path, shakespeare_path):
-    r = torchrun(
-        ROOT / "tests" / "ddp_worker.py",
-        tmp_path,
-        shakespeare_path,
-        "dropout",
-        retry_gloo_abort=True,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    rank0 = torch.load(tmp_path / "dropout0.pt", weights_only=True)
-    rank1 = torch.load(tmp_path / "dropout1.pt", weights_only=True)
+@SHARES_DDP_JOB
+def test_two_ranks_drop_different_units(ddp_job):
+    rank0 = torch.load(ddp_job / "dropout" / "dropout0.pt", weights_only=True)
+    rank1 = torch.load(ddp_job / "dropout" / "dropout1.pt", weights_only=True)
     zeros0, zeros1 = rank0["zeros"], rank1["zeros"]  # (B, T, n_embd) booleans
     assert 0.4 < zeros0.float().mean() < 0.6 and 0.4 < zeros1.float().mean() < 0.6
     # Independent masks agree on about half the units; identical ones on all.

@@ -10,11 +10,11 @@ are on while a compiled CPU run trains and as they were before once it returns."
 import pytest
 import torch
 
-from tests.conftest import NEEDS_COMPILER, ROOT, shakespeare, tiny_overrides
+from tests.conftest import INDUCTOR, NEEDS_COMPILER, ROOT, shakespeare, tiny_overrides
 from training import load_config, train
 from training.loop import Trainer
 
-pytestmark = [pytest.mark.slow, NEEDS_COMPILER]  # torch.compile
+pytestmark = [pytest.mark.slow, NEEDS_COMPILER, INDUCTOR]  # torch.compile
 
 STEPS = 6
 # Eager AdamW is also covered by test_train_e2e's resume test.

@@ -11,6 +11,7 @@ import torch
 from model import GPT, GPTConfig
 from model.checkpoint import load_checkpoint
 from tests.conftest import ON_CUDA, ROOT, TIMEOUT_S, read_scalars, tiny_overrides, torchrun
+from tests.training.conftest import SHARES_DDP_JOB
 from training import load_config, train
 from training.config import TrainConfig
 from training.optim import build_optimizer
@@ -19,13 +20,10 @@ from viz.run_events import TRAIN_LOSS
 pytestmark = pytest.mark.slow  # torchrun and DDP jobs
 
 
-def test_gradients_are_averaged_across_ranks(tmp_path, shakespeare_path):
-    r = torchrun(
-        ROOT / "tests" / "ddp_worker.py", tmp_path, shakespeare_path, retry_gloo_abort=True
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    rank0 = torch.load(tmp_path / "rank0.pt", weights_only=True)
-    rank1 = torch.load(tmp_path / "rank1.pt", weights_only=True)
+@SHARES_DDP_JOB
+def test_gradients_are_averaged_across_ranks(ddp_job):
+    rank0 = torch.load(ddp_job / "grads" / "rank0.pt", weights_only=True)
+    rank1 = torch.load(ddp_job / "grads" / "rank1.pt", weights_only=True)
     assert not torch.equal(rank0["x"], rank1["x"])  # each rank drew its own batch
     for name in rank0["after"]:
         assert torch.equal(rank0["after"][name], rank1["after"][name]), name

@@ -5,7 +5,8 @@ across two data-parallel processes."""
 import pytest
 import torch
 
-from tests.conftest import ROOT, tiny_overrides, torchrun
+from tests.conftest import tiny_overrides
+from tests.training.conftest import SHARES_DDP_JOB
 from training.config import load_config
 from training.distributed import all_reduce
 from training.loop import Trainer
@@ -97,21 +98,14 @@ def test_accumulation_equals_one_big_batch(tmp_path, shakespeare_path):
 
 
 @pytest.mark.slow  # torchrun
-def test_accumulation_under_two_process_ddp(tmp_path, shakespeare_path):
+@SHARES_DDP_JOB
+def test_accumulation_under_two_process_ddp(tmp_path, shakespeare_path, ddp_job):
     """2 ranks x 4 micro-batches of 1 window = one process with one batch of 8."""
-    x, y = fixed_windows(shakespeare_path, tmp_path)
-    torch.save({"x": x, "y": y}, tmp_path / "windows.pt")
-    r = torchrun(
-        ROOT / "tests" / "ddp_worker.py",
-        tmp_path,
-        shakespeare_path,
-        "accumulate",
-        retry_gloo_abort=True,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
+    windows = torch.load(ddp_job / "accumulate" / "windows.pt", weights_only=True)
+    x, y = windows["x"], windows["y"]
     one = float64_trainer(tmp_path / "one", shakespeare_path, accumulation=1, batch=WINDOWS)
     initial = {k: v.clone() for k, v in one.model.state_dict().items()}
     big = step_on(one, x, y, batch=WINDOWS)
     for rank in (0, 1):
-        ddp = torch.load(tmp_path / f"accumulated{rank}.pt", weights_only=True)
+        ddp = torch.load(ddp_job / "accumulate" / f"accumulated{rank}.pt", weights_only=True)
         assert_same_step(ddp, big, initial)

@@ -19,7 +19,8 @@ import sample
 import training.precision
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.device import DtypeError, resolve_dtype
-from tests.conftest import ROOT, read_scalars, shakespeare, tiny_overrides, torchrun
+from tests.conftest import INDUCTOR, ROOT, read_scalars, shakespeare, tiny_overrides
+from tests.training.conftest import SHARES_DDP_JOB
 from training import ConfigError, load_config, train
 from training.distributed import DistContext
 from training.loop import Trainer
@@ -292,6 +293,7 @@ def test_a_dtype_the_device_cannot_run_is_refused_before_any_work(tmp_path, monk
     assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
 
 
+@INDUCTOR
 def test_float16_compiled_with_muon_and_accumulation(tmp_path, planted_overflow):
     """The CPU recipe's set-up (torch.compile, Muon), two micro-batches a step."""
     cfg = load_config(
@@ -313,12 +315,11 @@ def test_float16_compiled_with_muon_and_accumulation(tmp_path, planted_overflow)
     assert result.losses[STEPS] < result.losses[3] - 0.1
 
 
-def test_float16_under_two_process_ddp_skips_the_same_steps(tmp_path):
-    r = torchrun(
-        ROOT / "tests" / "ddp_worker.py", tmp_path, shakespeare(), "float16", retry_gloo_abort=True
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    ranks = [torch.load(tmp_path / f"float16_{rank}.pt", weights_only=True) for rank in (0, 1)]
+@SHARES_DDP_JOB
+def test_float16_under_two_process_ddp_skips_the_same_steps(ddp_job):
+    ranks = [
+        torch.load(ddp_job / "float16" / f"float16_{rank}.pt", weights_only=True) for rank in (0, 1)
+    ]
     skipped = ranks[0]["skipped"]
     assert skipped >= 1 and ranks[1]["skipped"] == skipped
     for state in ranks:
