@@ -204,6 +204,14 @@ def schedule_notices(cfg) -> list[str]:
                 "run evaluates and saves will be the weights of that step (a smaller "
                 "train.ema_decay, or train.ema_start=0, which warms the decay up)"
             )
+    elif cfg.ema_decay > 0:  # from the first step: WeightAverage warms the decay up
+        full = math.ceil((10 * cfg.ema_decay - 1) / (1 - cfg.ema_decay))
+        notes.append(
+            f"note: weight averaging from the first step (train.ema_start=0) warms its "
+            f"decay up, min({cfg.ema_decay:g}, (1 + t) / (10 + t)) at update t, so the "
+            f"first, untrained weights are soon outweighed; it reaches "
+            f"train.ema_decay={cfg.ema_decay:g} at update {full:,}"
+        )
     return notes
 
 

@@ -90,3 +90,15 @@ def test_a_start_that_leaves_too_few_steps_for_the_decay_is_said():
     assert not [n for n in schedule_notices(recipe) if "ema_decay" in n]  # 0.99^399: 2%
     korean = TrainConfig(max_iters=300, lr_decay_iters=300, ema_decay=0.99, ema_start=200)
     assert not [n for n in schedule_notices(korean) if "ema_decay" in n]  # 37%: not most
+
+
+def test_an_average_from_the_first_step_says_it_warms_up():
+    tc = TrainConfig(max_iters=200, lr_decay_iters=200, ema_decay=0.999, ema_start=0)
+    assert [n for n in schedule_notices(tc) if "ema_decay" in n] == [
+        "note: weight averaging from the first step (train.ema_start=0) warms its decay "
+        "up, min(0.999, (1 + t) / (10 + t)) at update t, so the first, untrained weights "
+        "are soon outweighed; it reaches train.ema_decay=0.999 at update 8,990"
+    ]
+    assert (1 + 8990) / (10 + 8990) == pytest.approx(0.999) and 8989 / 8998 < 0.999
+    off = TrainConfig(max_iters=200, lr_decay_iters=200, ema_decay=0.0, ema_start=0)
+    assert not [n for n in schedule_notices(off) if "ema_decay" in n]  # no averaging
