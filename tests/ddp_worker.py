@@ -70,7 +70,7 @@ def main(out: Path, corpus: Path, fail_on_rank_1: bool, leave: bool = True) -> N
 
 
 def accumulate(out: Path, corpus: Path, leave: bool = True) -> None:
-    from tests.training.test_loop_accumulation import float64_trainer, step_on
+    from tests.training.accumulation import float64_trainer, step_on
 
     torch.set_default_dtype(torch.float64)
     windows = torch.load(out / "windows.pt", weights_only=True)

@@ -65,7 +65,7 @@ def ddp_job(tmp_path_factory) -> Path:
     Raises:
         AssertionError: with the end of the ranks' stderr, if the job fails.
     """
-    from tests.training.test_loop_accumulation import fixed_windows
+    from tests.training.accumulation import fixed_windows
 
     out = tmp_path_factory.mktemp("ddp_job")
     (out / "accumulate").mkdir()
