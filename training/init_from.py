@@ -44,6 +44,7 @@ settings and vocabulary from its own checkpoint, exactly as any resumed run.
 
 import copy
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,6 +175,15 @@ def adopt_settings(cfg: RunConfig, ckpt: dict, name: str) -> RunConfig:
     return cfg
 
 
+def best_loss_words(loss: float) -> str:
+    """How the parent's best validation loss reads: "best validation loss 1.4799
+    nats/char", or "not evaluated yet" for a parent stopped before its first evaluation
+    (whose best is still infinite)."""
+    if math.isfinite(loss):
+        return f"best validation loss {loss:.4f} nats/char"
+    return "not evaluated yet"
+
+
 @dataclass
 class Parent:
     """The run a child starts from, as the trainer uses it.
@@ -225,9 +235,8 @@ class Parent:
         loss and corpus, and for a new child what it took and what it added."""
         r = self.record
         line = (
-            f"started from {shown(Path(r['path']))} (step {r['step']:,}, best validation "
-            f"loss {r['best_val_loss']:.4f} nats/char, trained on "
-            f"{r['data'].get('path', '?')})"
+            f"started from {shown(Path(r['path']))} (step {r['step']:,}, "
+            f"{best_loss_words(r['best_val_loss'])}, trained on {r['data'].get('path', '?')})"
         )
         if self.ckpt is None:
             return f"note: this run {line}"
@@ -257,8 +266,8 @@ class Parent:
         r = self.record
         files = (r.get("corpus") or {}).get("files") or []
         lines = [
-            f"Started from {r['path']} (train.init_from): step {r['step']}, best "
-            f"validation loss {r['best_val_loss']:.4f} nats/char,",
+            f"Started from {r['path']} (train.init_from): step {r['step']}, "
+            f"{best_loss_words(r['best_val_loss'])},",
             f"trained on data.path={r['data'].get('path', '?')}"
             + "".join(f"\n  {name}: {size} bytes, sha256 {sha}" for name, size, sha in files),
         ]

@@ -273,3 +273,12 @@ def test_a_grown_vocabulary_encodes_and_decodes_in_its_own_order():
     assert tok.decode([3, 0, 1, 2]) == "abcx"
     with pytest.raises(ValueError, match="must not repeat a character"):
         CharTokenizer(["a", "b", "a"])
+
+
+def test_a_parent_stopped_before_its_first_evaluation_is_not_given_an_infinite_loss():
+    """A parent interrupted before any evaluation keeps best_val_loss = inf; the start
+    line and config.yaml said "best validation loss inf nats/char"."""
+    from training.init_from import best_loss_words
+
+    assert best_loss_words(float("inf")) == "not evaluated yet"
+    assert best_loss_words(1.47991) == "best validation loss 1.4799 nats/char"
