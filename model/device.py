@@ -53,6 +53,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def cpu_has_bfloat16() -> bool:
+    """Whether this CPU computes bfloat16 matrix products in hardware: Linux lists
+    avx512_bf16 or amx_bf16 in /proc/cpuinfo. Without them (most laptops and many
+    servers), PyTorch emulates bfloat16 products, many times slower than float32
+    (docs/benchmarks.md); False where there is no /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            flags = set(cpuinfo.read().split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
 def cuda_has_bfloat16() -> bool:
     """Whether the current CUDA GPU computes in bfloat16 in hardware (compute capability
     8.0, Ampere, or later; any ROCm GPU). ``torch.cuda.is_bf16_supported()`` alone also

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+from model.device import cpu_has_bfloat16, cuda_has_bfloat16
 from training.config import TrainConfig
 
 
@@ -103,10 +104,14 @@ def muon_parameter_groups(model: nn.Module) -> list[dict]:
 
 
 def orthogonalize(
-    updates: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float
+    updates: torch.Tensor,
+    coefficients: tuple[float, float, float],
+    steps: int,
+    eps: float,
+    dtype: torch.dtype = torch.bfloat16,
 ) -> torch.Tensor:
     """Newton-Schulz iterations towards the nearest semi-orthogonal matrix, for a
-    stack of matrices at once, in bfloat16 (Jordan et al. 2024, "Muon").
+    stack of matrices at once, in ``dtype`` (Jordan et al. 2024, "Muon").
 
     Each matrix X (wide: a tall one is transposed first, and back at the end) is
     divided by its Frobenius norm, so its singular values are at most 1, then
@@ -119,11 +124,13 @@ def orthogonalize(
         coefficients: (a, b, c).
         steps: iterations.
         eps: the least norm divided by (a zero matrix stays zero).
+        dtype: what the products compute in: bfloat16 as in torch.optim.Muon, or
+            float32 where bfloat16 is emulated (`newton_schulz_dtype`).
 
     Returns:
-        (N, rows, cols) bfloat16.
+        (N, rows, cols) in ``dtype``.
     """
-    x = updates.bfloat16()
+    x = updates.to(dtype)
     tall = x.size(-2) > x.size(-1)
     if tall:
         x = x.mT
@@ -149,6 +156,18 @@ def adjusted_learning_rate(lr: float, adjust_lr_fn: str | None, shape: torch.Siz
     return lr
 
 
+def newton_schulz_dtype(device: torch.device) -> torch.dtype:
+    """bfloat16 where ``device`` computes it in hardware (a CUDA GPU with it, a CPU with
+    AVX512-BF16 or AMX), as torch.optim.Muon does; float32 elsewhere: a CPU without them
+    emulates bfloat16 products, 25-50 times slower than float32 (docs/benchmarks.md),
+    which made Muon most of a CPU step."""
+    if device.type == "cuda":
+        return torch.bfloat16 if cuda_has_bfloat16() else torch.float32
+    if device.type == "cpu":
+        return torch.bfloat16 if cpu_has_bfloat16() else torch.float32
+    return torch.bfloat16
+
+
 class BatchedMuon(torch.optim.Muon):
     """torch.optim.Muon whose step orthogonalizes all matrices of one shape together.
 
@@ -157,14 +176,21 @@ class BatchedMuon(torch.optim.Muon):
     differs in one thing: the Newton-Schulz iterations (`orthogonalize`) run on a
     stack of every matrix of a shape, a few batched matrix products in place of a
     few per matrix; on a GPU, where small products leave most of it idle, that is
-    what makes Muon cheap. Like torch's, it computes them in bfloat16. Nothing in
+    what makes Muon cheap. Like torch's, it computes them in bfloat16, except on a
+    device that only emulates bfloat16 (`newton_schulz_dtype`), where it computes
+    them in float32. Nothing in
     the step reads a value back to the host (the learning rate is a Python float),
     so it never waits for the device.
 
     Batching does not change the arithmetic of a matrix product here: on CPU the
-    stacked products gave torch.optim.Muon's updates bit for bit (tested); on CUDA
+    stacked bfloat16 products gave torch.optim.Muon's updates bit for bit (tested,
+    with ``products_dtype = torch.bfloat16``); on CUDA
     a batched bfloat16 product may round differently, within the test's tolerance.
     """
+
+    # What the Newton-Schulz products compute in; None: `newton_schulz_dtype` of the
+    # parameters' device. Set to torch.bfloat16 for torch.optim.Muon's arithmetic anywhere.
+    products_dtype: torch.dtype | None = None
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -180,6 +206,10 @@ class BatchedMuon(torch.optim.Muon):
             for p in group["params"]:
                 if p.grad is not None:
                     by_shape[p.shape].append(p)
+            if not by_shape:
+                continue
+            first = next(iter(by_shape.values()))[0]
+            dtype = self.products_dtype or newton_schulz_dtype(first.device)
             for shape, params in by_shape.items():
                 updates = []
                 for p in params:
@@ -189,9 +219,13 @@ class BatchedMuon(torch.optim.Muon):
                     buf = state["momentum_buffer"]
                     buf.lerp_(p.grad, 1 - momentum)
                     update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
-                    updates.append(update.bfloat16())  # stacked at half the size
+                    updates.append(update.to(dtype))  # bfloat16: stacked at half the size
                 stacked = orthogonalize(
-                    torch.stack(updates), group["ns_coefficients"], group["ns_steps"], group["eps"]
+                    torch.stack(updates),
+                    group["ns_coefficients"],
+                    group["ns_steps"],
+                    group["eps"],
+                    dtype,
                 )
                 step_size = adjusted_learning_rate(lr, group["adjust_lr_fn"], shape)
                 for p, update in zip(params, stacked.unbind(0), strict=True):
