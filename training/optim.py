@@ -159,7 +159,7 @@ def adjusted_learning_rate(lr: float, adjust_lr_fn: str | None, shape: torch.Siz
 def newton_schulz_dtype(device: torch.device) -> torch.dtype:
     """bfloat16 where ``device`` computes it in hardware (a CUDA GPU with it, a CPU with
     AVX512-BF16 or AMX), as torch.optim.Muon does; float32 elsewhere: a CPU without them
-    emulates bfloat16 products, 25-50 times slower than float32 (docs/benchmarks.md),
+    emulates bfloat16 products, many times slower than float32 (docs/benchmarks.md),
     which made Muon most of a CPU step."""
     if device.type == "cuda":
         return torch.bfloat16 if cuda_has_bfloat16() else torch.float32
