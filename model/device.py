@@ -15,6 +15,7 @@ float32 (PyTorch's autocast op lists).
 """
 
 import contextlib
+import functools
 
 import torch
 
@@ -53,6 +54,7 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+@functools.cache  # read once: Muon asks at every step, and the CPU does not change
 def cpu_has_bfloat16() -> bool:
     """Whether this CPU computes bfloat16 matrix products in hardware: Linux lists
     avx512_bf16 or amx_bf16 in /proc/cpuinfo. Without them (most laptops and many
