@@ -271,13 +271,13 @@ def test_console_that_cannot_encode_korean(sample_run):
     assert r.stdout.startswith(b"\\uc0c8\\uac00")  # escaped, not a UnicodeEncodeError
 
 
-@pytest.mark.parametrize("readme", ["README.md", "README.ko.md"])
-def test_the_troubleshooting_rows_of_sampling_name_messages_sample_py_prints(readme):
-    """Each row of the READMEs' message table about sampling quotes text that sample.py
-    or model/ can print (a row once named a sampler error no code raised any more)."""
+@pytest.mark.parametrize("page", ["docs/troubleshooting.md", "docs/troubleshooting.ko.md"])
+def test_the_troubleshooting_rows_of_sampling_name_messages_sample_py_prints(page):
+    """Each row of the message tables (docs/troubleshooting*.md) about sampling quotes text
+    that sample.py or model/ can print (a row once named a sampler error no code raised)."""
     import re
 
-    text = (ROOT / readme).read_text(encoding="utf-8")
+    text = (ROOT / page).read_text(encoding="utf-8")
     sources = "".join(
         path.read_text(encoding="utf-8")
         for path in [ROOT / "sample.py", *sorted((ROOT / "model").glob("*.py"))]
@@ -292,4 +292,4 @@ def test_the_troubleshooting_rows_of_sampling_name_messages_sample_py_prints(rea
         for quoted in re.findall(r"`([^`]+)`", row.split(" | ")[0]):
             pieces = re.split(r"\.\.\.|\bN\b", quoted)  # placeholders
             longest = max(pieces, key=len).strip()
-            assert longest in sources, (readme, row)
+            assert longest in sources, (page, row)
