@@ -19,7 +19,7 @@ from model.checkpoint import (
     run_in_progress,
 )
 
-# What --help says of the two flags; the README's flag table says the same words.
+# What --help says of the two flags; docs/sampling.md's flag table says the same words.
 OUT_DIR_HELP = "the run folder"
 CHECKPOINT_HELP = (
     "a file name in the run folder (ckpt.pt: the latest, best.pt: the lowest validation "

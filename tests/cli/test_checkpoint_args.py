@@ -128,14 +128,14 @@ def test_a_folder_with_no_run_names_its_recipe_or_what_to_supply(tmp_path, monke
     assert "configs/shakespeare_char_cpu.yaml out_dir" not in korean
 
 
-def test_the_readme_describes_the_checkpoint_flags_as_help_does():
-    """The README's flag table and --help give --out-dir and --checkpoint the same
+def test_the_sampling_page_describes_the_checkpoint_flags_as_help_does():
+    """docs/sampling.md's flag table and --help give --out-dir and --checkpoint the same
     words (they used to disagree on what a name without a folder means)."""
     from cli.checkpoint_args import CHECKPOINT_HELP, OUT_DIR_HELP
     from tests.conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    row = next(line for line in readme.splitlines() if line.startswith("| `--out-dir`"))
+    page = (ROOT / "docs" / "sampling.md").read_text(encoding="utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| `--out-dir`"))
     meaning = row.split(" | ")[-1].rstrip(" |").replace("`", "")
     assert meaning == f"--out-dir: {OUT_DIR_HELP}; --checkpoint: {CHECKPOINT_HELP}"
     import sample

@@ -121,8 +121,9 @@ def script_module(script: str):
     return _modules[script]
 
 
-def parse(script: str, args: list[str], monkeypatch) -> argparse.Namespace:
-    """What ``script``'s own parser makes of ``args``; fails with argparse's message."""
+def parse(script: str, args: list[str], monkeypatch) -> argparse.Namespace | None:
+    """What ``script``'s own parser makes of ``args``; fails with argparse's message.
+    None for ``--help``, which prints the flags and exits 0 while parsing."""
     real = argparse.ArgumentParser.parse_args
 
     def parse_then_stop(self, argv=None, namespace=None):
@@ -139,6 +140,8 @@ def parse(script: str, args: list[str], monkeypatch) -> argparse.Namespace:
     except Parsed as parsed:
         return parsed.namespace
     except SystemExit as e:
+        if e.code == 0 and {"-h", "--help"} & set(args):
+            return None
         pytest.fail(f"{script} {shlex.join(args)}: exit {e.code}: {err.getvalue().strip()}")
     pytest.fail(f"{script} returned without parsing its arguments")
 
@@ -171,6 +174,8 @@ def test_documented_command_parses(doc, command, words, monkeypatch):
     script, args = words[at].removeprefix("./"), words[at + 1 :]
     assert (ROOT / script).is_file(), f"{doc}: {command}: there is no {script}"
     namespace = parse(script, args, monkeypatch)
+    if namespace is None:  # --help: the flags were printed, nothing to load
+        return
     overrides = []
     if script == "train.py":
         overrides = namespace.overrides
