@@ -179,19 +179,27 @@ def learning_rate_too_high(record: RunRecord) -> str | None:
 
 
 def model_size(record: RunRecord, learning: bool) -> str | None:
-    """The too-large or too-small verdict, or None."""
+    """The too-large or too-small verdict, or None. A fine-tuned run's model.n_embd is
+    its parent's (train.init_from refuses another), so its advice names what it can change.
+    """
     model = record.config["model"]
     n_embd, n_head = model["n_embd"], model["n_head"]
+    parent = record.config["train"].get("init_from") or ""
     if record.train_chars and record.n_params > PARAMS_PER_CHAR * record.train_chars:
         ratio = record.n_params / record.train_chars
         # The block's weights grow as n_embd squared: scale it by sqrt(bound / ratio).
         step = 2 * n_head
         smaller = max(step, int(n_embd * math.sqrt(PARAMS_PER_CHAR / ratio)) // step * step)
+        change = f"set model.n_embd={smaller} (now {n_embd}), or train on more text"
+        if parent:
+            change = (
+                f"its size is its parent's ({parent}): fine-tune on more text, or for fewer "
+                "steps (train.max_iters) and keep best.pt, the lowest validation loss"
+            )
         return (
             f"model too large for its corpus: {record.n_params:,} parameters for "
             f"{record.train_chars:,} training characters ({ratio:.1f} per character, more "
-            f"than {PARAMS_PER_CHAR:g}); set model.n_embd={smaller} (now {n_embd}), or "
-            "train on more text"
+            f"than {PARAMS_PER_CHAR:g}); {change}"
         )
     _, val = _values(record, VAL_LOSS)
     _, train = _values(record, TRAIN_EVAL_LOSS)
@@ -200,10 +208,16 @@ def model_size(record: RunRecord, learning: bool) -> str | None:
         return None
     high = SMALL_LOSS_SHARE * math.log(vocab)
     if abs(val[-1] - train[-1]) < SMALL_GAP_NATS and val[-1] > high:
+        change = f"set model.n_embd={2 * n_embd} (now {n_embd})"
+        if parent:
+            change = (
+                f"its size is its parent's ({parent}): fine-tune a larger parent, or train "
+                f"a new model without train.init_from and with model.n_embd={2 * n_embd}"
+            )
         return (
             f"model too small: training and validation loss are equal ({train[-1]:.3f}, "
             f"{val[-1]:.3f}) and high (above {high:.2f}, {SMALL_LOSS_SHARE:g} of a uniform "
-            f"guess's ln {vocab}); set model.n_embd={2 * n_embd} (now {n_embd})"
+            f"guess's ln {vocab}); {change}"
         )
     return None
 

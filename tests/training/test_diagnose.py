@@ -79,6 +79,19 @@ def test_too_many_parameters_per_character():
     assert "model.n_embd=" in line
 
 
+def test_a_fine_tuned_run_is_not_told_to_change_its_parents_size():
+    # train.init_from refuses a model.n_embd other than the parent's: the advice must not ask.
+    tuned = record([2.0, 1.7, 1.6, 1.595], [2.0, 1.65, 1.5, 1.49], train_chars=100_000)
+    tuned.config = {**CONFIG, "train": {**CONFIG["train"], "init_from": "runs/parent"}}
+    (line,) = diagnose(tuned)
+    assert "model.n_embd" not in line
+    assert "its size is its parent's (runs/parent): fine-tune on more text" in line
+    small = record([3.0, 2.8, 2.795], [3.0, 2.8, 2.79])
+    small.config = tuned.config
+    (line,) = diagnose(small)
+    assert line.startswith("model too small") and "without train.init_from" in line
+
+
 def test_equal_high_losses_mean_the_model_is_too_small():
     (line,) = diagnose(record([3.0, 2.8, 2.795], [3.0, 2.8, 2.79]))
     assert line.startswith("model too small: training and validation loss are equal")
