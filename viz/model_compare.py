@@ -11,8 +11,8 @@ between them the differences: each listed character's probability in both, the t
 variation distance between the two next-character distributions, the layers whose
 likeliest next character differs, and for each head the mean absolute difference of
 its weights. A character one model lacks is said, not an error: a prompt the model
-cannot read gets no numbers, and a next character outside its vocabulary has no
-probability there. `format_comparison` writes the answer as text.
+cannot read gets no numbers (the other model's are shown alone), and a next character
+outside its vocabulary has no probability there. `format_comparison` writes the answer as text.
 """
 
 from dataclasses import dataclass
@@ -119,7 +119,8 @@ def _probability(p: float | None) -> str:
 def format_comparison(result: dict) -> str:
     """The comparison as text: both models' prompts, the next-character table with
     changes marked (*), the layers' predictions with differences marked, and the heads
-    ranked by how much their weights differ."""
+    ranked by how much their weights differ; where one model cannot read the prompt,
+    the other's next-character table and layer predictions alone."""
     a, b = result["models"]
     lines = [f"A: {a['label']}", f"B: {b['label']}"]
     for name, side in (("A", a), ("B", b)):
@@ -130,6 +131,15 @@ def format_comparison(result: dict) -> str:
                 "it cannot read it, so it has no numbers"
             )
     if result["next"] is None:
+        for name, side in (("A", a), ("B", b)):
+            if "next" in side:  # the model that reads the prompt: its numbers alone
+                lines += [f"prompt: {side['prompt']!r}", "", f"next character in {name} alone"]
+                lines += [f"  {visible_char(c):<8} {p:8.4f}" for c, p in side["next"]]
+                lines += ["", f"what each layer would predict next in {name} (logit lens)"]
+                lines += [
+                    f"  layer {i}: {visible_char(c)} {p:.3f}"
+                    for i, (c, p) in enumerate(side["layers"])
+                ]
         return "\n".join(lines)
     lines += [
         f"prompt: {a['prompt']!r}",

@@ -14,6 +14,7 @@ from model.checkpoint import save_checkpoint
 from training import load_config
 from training.checkpoint import checkpoint_contents
 from training.init_from import grown_weights
+from viz.char_labels import visible_char
 from viz.model_compare import (
     ComparedModel,
     compare_models,
@@ -95,6 +96,12 @@ def test_a_character_one_model_lacks_is_said(pair):
     assert result["next"] is None and result["heads"] is None
     text = format_comparison(result)
     assert "B lacks 1 character(s) of the prompt (가): it cannot read it" in text
+    # A reads it: its own numbers, alone.
+    next_a = result["models"][0]["next"]
+    assert "next character in A alone" in text
+    assert f"  {visible_char(next_a[0][0]):<8} {next_a[0][1]:8.4f}" in text
+    assert "what each layer would predict next in A (logit lens)" in text
+    assert "  layer 1: " in text
 
 
 def test_a_long_prompt_is_read_as_its_last_block_size_characters(pair):

@@ -181,6 +181,12 @@ def test_the_compare_view_shows_both_models(page, tmp_path):
         page.wait_for(lambda d: page.find_all(".compare-missing"), "the missing character")
         missing_en = page.find(".compare-missing").text
         missing_model = page.find(".compare-missing").get_attribute("data-model")
+        alone = driver.execute_script(
+            "return [...document.querySelectorAll('.compare-alone')].map(t => [t.dataset.model,"
+            " [...t.querySelectorAll('tbody tr')].map(tr => [tr.dataset.char,"
+            " tr.querySelector('.probability').title])])"
+        )
+        alone_layers = len(page.find_all(".compare-alone-layers tbody tr"))
         page.find("#languages button[data-lang='ko']").click()
         page.wait_for(lambda d: "없습니다" in page.find(".compare-missing").text, "Korean")
         missing_ko = page.find(".compare-missing").text
@@ -208,5 +214,12 @@ def test_the_compare_view_shows_both_models(page, tmp_path):
     )
     assert missing_model == "B" and missing_en.startswith("B (parent) lacks 1 character(s)")
     assert "(T)" in missing_en
+    # A reads "To be": its own next characters, alone, as its forward pass gives them.
+    ((name, rows),) = alone
+    _, p_alone = forward(a, VOCAB, "To be")
+    top = torch.sort(p_alone, descending=True, stable=True)
+    assert name == "A" and [c for c, _ in rows] == [VOCAB[i] for i in top.indices[:10]]
+    assert [float(p) for _, p in rows] == pytest.approx(top.values[:10].tolist(), abs=1e-6)
+    assert alone_layers == a.config.n_layer
     assert missing_ko.startswith("B (parent)에는 프롬프트의 글자 1개(T)가 없습니다")
     assert title_ko == "두 모델 나란히 보기"

@@ -131,6 +131,39 @@ function compareWeights(answer) {
   return nodes;
 }
 
+// Where the other model cannot read the prompt: this one's next characters and what each
+// of its layers would predict, without a second column.
+function aloneTables(answer, side) {
+  const model = answer.models[side];
+  const name = MODEL_NAMES[side];
+  const table = el("table", null, { class: "weights compare-alone", "data-model": name });
+  const titles = el("tr");
+  for (const text of ["#", t("next.character"), t("next.probability")]) titles.append(el("th", text));
+  const head = el("thead");
+  head.append(titles);
+  const body = el("tbody");
+  model.next.forEach(([char, p], rank) => {
+    const tr = el("tr", null, { "data-char": char });
+    tr.append(el("td", rank + 1, { class: "idx" }), el("td", compareLabel(answer, char), { class: "char" }),
+      el("td", p.toFixed(4), { class: "probability", title: String(p) }));
+    body.append(tr);
+  });
+  table.append(head, body);
+  const layers = el("table", null, { class: "weights compare-alone-layers", "data-model": name });
+  const layerBody = el("tbody");
+  model.layers.forEach(([char, p], layer) => {
+    const tr = el("tr", null, { "data-layer": layer });
+    const td = el("td", null, { title: String(p) });
+    td.append(el("span", compareLabel(answer, char), { class: "char" }),
+      document.createTextNode(` ${p.toFixed(4)}`));
+    tr.append(el("th", t("lens.after_block", { layer })), td);
+    layerBody.append(tr);
+  });
+  layers.append(layerBody);
+  return [el("h3", t("compare.alone_title", { name, label: model.label, prompt: model.prompt })),
+    table, richEl("h4", "compare.alone_layers", { name }), layers];
+}
+
 function renderComparison() {
   const section = $("compare-section");
   section.hidden = !DATA.compare;
@@ -155,6 +188,9 @@ function renderComparison() {
     }), { class: "note compare-missing", "data-model": MODEL_NAMES[side] }));
   });
   if (answer.next === null) {
+    answer.models.forEach((model, side) => {
+      if (model.next) nodes.push(...aloneTables(answer, side));
+    });
     $("compare").replaceChildren(...nodes);
     return;
   }
