@@ -452,6 +452,7 @@ class TensorBoardViews:
             )
         self.attention_prompt = ""
         self.font = None
+        self.figures = {}  # layer -> its heatmap figure, built once
         if t.attention_prompt:
             self.attention_prompt = usable_prompt(
                 t.attention_prompt,
@@ -469,9 +470,10 @@ class TensorBoardViews:
         """(T,) int64 token ids of a prompt already known to be in the vocabulary."""
         return torch.from_numpy(self.tokenizer.encode(prompt).astype(np.int64))
 
-    def sample(self, model: GPT) -> str:
-        """train.sample_tokens characters after the sample prompt, with the run's seed,
-        in the run's precision.
+    def sample(self, model: GPT, tokens: int | None = None) -> str:
+        """train.sample_tokens characters (or ``tokens``, at most that) after the sample
+        prompt, with the run's seed, in the run's precision. A shorter sample is the
+        start of the full one: the same seed draws the same characters first.
 
         Returns:
             The prompt followed by the generated text.
@@ -484,33 +486,46 @@ class TensorBoardViews:
             idx = self.encode(self.sample_prompt).to(device).unsqueeze(0)
             sampling = Sampling(SAMPLE_TEMPERATURE, SAMPLE_TOP_K, generator=generator)
             with self.autocast():
-                out = generate(model, idx, self.cfg.train.sample_tokens, sampling)
+                count = self.cfg.train.sample_tokens
+                out = generate(
+                    model, idx, count if tokens is None else min(tokens, count), sampling
+                )
         finally:
             model.train(was_training)
         return self.tokenizer.decode(out[0].tolist())
 
-    def attention_images(self, model: GPT, step: int) -> list[np.ndarray]:
+    def attention_images(self, model: GPT) -> list[np.ndarray]:
         """One heatmap image per layer for the attention prompt, its heads in a near-square
-        grid (`square_heads_per_row`).
+        grid (`square_heads_per_row`). Each layer's figure is built at the first call and
+        given the new weights at the next (`viz.attention_plot.update_attention_grid`);
+        TensorBoard shows each image's step.
 
         Returns:
             n_layer arrays, each (H, W, 3) uint8.
         """
-        from viz.attention_plot import attention_grid_figure, square_heads_per_row
+        from viz.attention_plot import (
+            attention_grid_figure,
+            square_heads_per_row,
+            update_attention_grid,
+        )
 
         weights = prompt_attention(model, self.encode(self.attention_prompt))
         images = []
         for layer in range(weights.size(0)):
-            fig = attention_grid_figure(
-                weights[layer : layer + 1],
-                self.attention_prompt,
-                layers=[layer],
-                font=self.font,
-                title=f"step {step}: {self.attention_prompt!r}",
-                # A card shows the whole image at its width: a square grid shows it
-                # largest (four heads side by side came out a strip).
-                heads_per_row=square_heads_per_row(weights.size(1)),
-            )
+            layer_weights = weights[layer : layer + 1]
+            if layer in self.figures:
+                fig = update_attention_grid(self.figures[layer], layer_weights)
+            else:
+                fig = self.figures[layer] = attention_grid_figure(
+                    layer_weights,
+                    self.attention_prompt,
+                    layers=[layer],
+                    font=self.font,
+                    title=repr(self.attention_prompt),
+                    # A card shows the whole image at its width: a square grid shows it
+                    # largest (four heads side by side came out a strip).
+                    heads_per_row=square_heads_per_row(weights.size(1)),
+                )
             images.append(figure_to_rgb(fig))
         return images
 
@@ -521,7 +536,7 @@ class TensorBoardViews:
             text = self.sample(model)
             writer.sample(step, sample_markdown(self.sample_prompt, text, self.cfg.seed))
         if self.attention_due(step):
-            writer.attention(step, self.attention_images(model, step))
+            writer.attention(step, self.attention_images(model))
         writer.flush()
 
     def attention_due(self, step: int) -> bool:

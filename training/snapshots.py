@@ -8,7 +8,8 @@ plus the evaluation with the best validation loss so far (a later best replaces 
 earlier one that was not on the schedule, so at most one extra file). Each holds the
 weights in float16 (no optimizer state), with the step, a validation loss (an
 evaluation's, or a score of the first SNAPSHOT_VAL_TOKENS validation characters
-between evaluations) and the run's fixed-prompt sample.
+between evaluations) and the start (SNAPSHOT_SAMPLE_TOKENS characters) of the run's
+fixed-prompt sample.
 
 Rank 0 alone writes them. Each file and the index are written atomically (a temporary
 file renamed into place). On resume, snapshots after the checkpoint's step (written by
@@ -28,9 +29,12 @@ from model import GPT
 from model.checkpoint import save_checkpoint, temporary_path
 from viz.snapshots import INDEX_NAME, SNAPSHOTS_DIR, read_snapshot_index, snapshot_name
 
-# Validation characters scored for a snapshot between evaluations: 64 windows of 128,
-# a few training steps' worth of forward passes.
-SNAPSHOT_VAL_TOKENS = 8192
+# Validation characters scored for a snapshot between evaluations: 32 windows of 128,
+# a training step's worth of forward passes.
+SNAPSHOT_VAL_TOKENS = 4096
+# Characters of a snapshot's sample: the start of the evaluation sample (same prompt and
+# seed), long enough to hear a loss. Generating it is most of a snapshot's time.
+SNAPSHOT_SAMPLE_TOKENS = 100
 
 
 def snapshot_steps(max_iters: int, count: int) -> list[int]:

@@ -5,9 +5,10 @@ says which heads formed and what the run's curves suggest changing
 (`training.diagnose`). Rank 0 only: the other ranks' `RunWatch` does nothing.
 
 What it costs: a snapshot is one float16 copy of the weights, a score of
-SNAPSHOT_VAL_TOKENS validation characters between evaluations and one sample; head
-scores are two forward passes of at most block_size characters. docs/watching.md
-gives the measured figures and the command that measures them.
+SNAPSHOT_VAL_TOKENS validation characters between evaluations and a sample of
+SNAPSHOT_SAMPLE_TOKENS characters; head scores are two forward passes of at most
+block_size characters. docs/watching.md gives the measured figures and the command
+that measures them.
 """
 
 import numpy as np
@@ -18,7 +19,7 @@ from model import GPT
 from model.scoring import mean_windows_loss, nats_to_bits
 from training.checkpoint import checkpoint_contents
 from training.diagnose import diagnose, read_run
-from training.snapshots import SNAPSHOT_VAL_TOKENS, SnapshotKeeper
+from training.snapshots import SNAPSHOT_SAMPLE_TOKENS, SNAPSHOT_VAL_TOKENS, SnapshotKeeper
 from viz.head_scores import head_scores, induction_ids, induction_period
 from viz.run_events import HEAD_SCORE, SNAPSHOT_TEXT
 
@@ -100,7 +101,9 @@ class RunWatch:
             val_loss = mean_windows_loss(model, windows, t.device, t.autocast)
             val_chars = SNAPSHOT_VAL_TOKENS
         views = t.report.views
-        sample = views.sample(model) if views is not None and views.sample_prompt else ""
+        sample = ""
+        if views is not None and views.sample_prompt:
+            sample = views.sample(model, SNAPSHOT_SAMPLE_TOKENS)
         contents = checkpoint_contents(
             model, t.corpus.tokenizer, t.cfg, step, t.result.best_val_loss
         )

@@ -111,6 +111,34 @@ def attention_grid_figure(
     return fig
 
 
+def update_attention_grid(fig: Figure, weights: torch.Tensor | np.ndarray) -> Figure:
+    """Put new weights into a figure of `attention_grid_figure` drawn for the same text
+    and shape, in place: a run draws its heatmaps for one prompt at every evaluation,
+    and building the axes and their tick labels is most of a figure's drawing time.
+
+    Args:
+        fig: the figure `attention_grid_figure` returned.
+        weights: (n_layer, n_head, T, T) attention weights of the figure's shape.
+
+    Returns:
+        ``fig``, each panel's image holding its head's new weights (future masked).
+
+    Raises:
+        ValueError: if ``weights`` does not have the figure's panels and T.
+    """
+    w = np.asarray(weights.detach().cpu().float() if torch.is_tensor(weights) else weights)
+    panels = [ax.images[0] for ax in fig.axes if ax.images]
+    shapes = {image.get_array().shape for image in panels}
+    if w.ndim != 4 or w.shape[0] * w.shape[1] != len(panels) or shapes != {w.shape[2:]}:
+        raise ValueError(
+            f"weights of shape {w.shape} do not fit this figure's {len(panels)} panels"
+        )
+    future = np.triu(np.ones(w.shape[2:], dtype=bool), k=1)
+    for image, head_weights in zip(panels, w.reshape(-1, *w.shape[2:]), strict=True):
+        image.set_data(np.ma.masked_array(head_weights, mask=future))
+    return fig
+
+
 def square_heads_per_row(n_head: int) -> int:
     """Heads per row for a near-square grid of one layer (4 heads: 2 x 2; 6: 3 x 2; 8 and
     9: 3 x 3): the largest a fixed-size card (TensorBoard's) shows a whole image at."""

@@ -13,7 +13,7 @@ from matplotlib import font_manager
 import explore_attention
 from model import GPT, record_attention
 from tests.viz.conftest import PROMPT, ids_of, parse_table, sharp_model
-from viz.attention_plot import attention_grid_figure
+from viz.attention_plot import attention_grid_figure, update_attention_grid
 from viz.attention_table import format_attention_table
 from viz.attention_weights import prompt_attention, select_head
 from viz.fonts import FontFile, MissingGlyphWarning, find_hangul_font, text_font
@@ -93,6 +93,24 @@ def test_grid_figure_panels_hold_the_weights_with_the_future_masked():
         np.testing.assert_allclose(shown.data[~future], weights[layer, head].numpy()[~future])
         assert [t.get_text() for t in ax.get_xticklabels()] == ["T", "o", "␣", "b", "e"]
         assert [t.get_text() for t in ax.get_yticklabels()] == ["T", "o", "␣", "b", "e"]
+
+
+def test_new_weights_in_a_drawn_figure_draw_as_a_new_figure_would():
+    """A run reuses each layer's figure (update_attention_grid): the pixels must be those
+    of a figure built from scratch for the new weights."""
+    from training.run_writer import figure_to_rgb
+
+    text = "To be"
+    first = prompt_attention(sharp_model(), ids_of(text))
+    second = first.flip(1) ** 2  # other numbers in [0, 1], heads in another order
+    reused = attention_grid_figure(first, text, heads_per_row=2)
+    before = figure_to_rgb(reused)
+    after = figure_to_rgb(update_attention_grid(reused, second))
+    fresh = figure_to_rgb(attention_grid_figure(second, text, heads_per_row=2))
+    np.testing.assert_array_equal(after, fresh)
+    assert not np.array_equal(before, after)
+    with pytest.raises(ValueError, match="do not fit this figure's 6 panels"):
+        update_attention_grid(reused, second[:1])
 
 
 def test_select_head_checks_its_range():

@@ -105,6 +105,9 @@ def test_sample_text_comes_from_the_fixed_prompt_and_seed(run):
     model.to(TEST_DEVICE)
     views = TensorBoardViews(cfg, tokenizer, np.zeros(0, dtype=np.uint16))
     assert views.sample(model) == texts[6]
+    # A snapshot's shorter sample is the start of it (same prompt, same seed).
+    assert views.sample(model, 5) == texts[6][: len("ROMEO:") + 5]
+    assert views.sample(model, 500) == texts[6]  # never longer than train.sample_tokens
 
 
 def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
