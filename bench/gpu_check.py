@@ -205,11 +205,12 @@ def has_xdist() -> bool:
 
 
 def suite_workers(check: Check) -> int:
-    """Test processes for step 1: 2 with --quick (its two tests, one each, so that the
-    parallel runner is exercised on CPU), 4 on a machine with 8 or more CPUs (each
-    with its share of the CPU threads; the GPU is shared), else 1."""
+    """Test processes for step 1: 1 with --quick (its two tests in one process: each
+    process costs a torch import; bench/parallel_tests.py has its own tests), 4 on a
+    machine with 8 or more CPUs (each with its share of the CPU threads; the GPU is
+    shared), else 1."""
     if check.quick:
-        return 2
+        return 1
     return 4 if (os.cpu_count() or 1) >= 8 else 1
 
 
@@ -221,7 +222,11 @@ def step_tests(check: Check, limit_s: float) -> StepResult:
     env = check.env(MINIGPT_TEST_DEVICE=check.device)
     workers = suite_workers(check)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
-    if workers > 1 and has_xdist() and not check.quick:
+    if check.quick:  # two tests: one process, no parallel runner
+        no_workers = ["-n", "0"] if has_xdist() else []
+        cmd = [sys.executable, "-m", "pytest", "-v", *pytest_args, *no_workers, *items]
+        title += ", 1 pytest process"
+    elif workers > 1 and has_xdist():
         cmd = [sys.executable, "-m", "pytest", "-v", *pytest_args, "-n", str(workers), *items]
         title += f", {workers} pytest-xdist workers"
     else:  # one pytest process per file, `workers` at a time, stopped within the limit

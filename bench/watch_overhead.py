@@ -53,9 +53,12 @@ def main(argv: list[str] | None = None) -> None:
     spent: list[float] = []
     RunWatch.after_step = timed(RunWatch.after_step, spent)
     RunWatch.end_lines = timed(RunWatch.end_lines, spent)
-    out_dir = Path(tempfile.mkdtemp(prefix="watch-overhead-")) / "run"
+    # A fresh folder under /tmp, unless an out_dir=... setting (a later override) names one.
+    fresh = Path(tempfile.mkdtemp(prefix="watch-overhead-")) / "run"
+    cfg = load_config(RECIPE, [f"out_dir={fresh}", *overrides])
+    out_dir = Path(cfg.out_dir)
     started = time.perf_counter()
-    result = train(load_config(RECIPE, [f"out_dir={out_dir}", *overrides]))
+    result = train(cfg)
     wall = time.perf_counter() - started
     entries = read_snapshot_index(out_dir)
     size = sum(p.stat().st_size for p in (out_dir / SNAPSHOTS_DIR).iterdir())

@@ -181,8 +181,9 @@ def test_a_change_to_block_changes_training_and_cached_decoding_alike(position, 
     after = generate(model, prompt, new, greedy)
     assert torch.equal(after, model.generate(prompt, new, temperature=0))
     assert (after != before).sum() > 5
-    compiled = generate(model, prompt, new, greedy, compile=True)
-    assert torch.equal(compiled, after)  # the compiled step traces the patched block
+    if position == "rope":  # once: building the kernels is most of this test's time
+        compiled = generate(model, prompt, new, greedy, compile=True)
+        assert torch.equal(compiled, after)  # the compiled step traces the patched block
 
 
 def test_a_cache_without_a_mask_refuses_new_tokens_that_do_not_fill_it():
