@@ -453,6 +453,7 @@ class TensorBoardViews:
         self.attention_prompt = ""
         self.font = None
         self.figures = {}  # layer -> its heatmap figure, built once
+        self.last_sample: tuple[int, str] | None = None  # (step, text) of the last evaluation
         if t.attention_prompt:
             self.attention_prompt = usable_prompt(
                 t.attention_prompt,
@@ -494,6 +495,15 @@ class TensorBoardViews:
             model.train(was_training)
         return self.tokenizer.decode(out[0].tolist())
 
+    def sample_start(self, model: GPT, step: int, tokens: int) -> str:
+        """The sample's first ``tokens`` characters after the prompt (`sample`), at
+        ``step``: cut from the evaluation's sample when one was drawn at this step (the
+        same weights, prompt and seed give the same characters), else generated."""
+        if self.last_sample is not None and self.last_sample[0] == step:
+            count = min(tokens, self.cfg.train.sample_tokens)
+            return self.last_sample[1][: len(self.sample_prompt) + count]
+        return self.sample(model, tokens)
+
     def attention_images(self, model: GPT) -> list[np.ndarray]:
         """One heatmap image per layer for the attention prompt, its heads in a near-square
         grid (`square_heads_per_row`). Each layer's figure is built at the first call and
@@ -534,6 +544,7 @@ class TensorBoardViews:
         Restores the model's train/eval mode."""
         if self.sample_prompt:
             text = self.sample(model)
+            self.last_sample = (step, text)
             writer.sample(step, sample_markdown(self.sample_prompt, text, self.cfg.seed))
         if self.attention_due(step):
             writer.attention(step, self.attention_images(model))

@@ -103,7 +103,7 @@ class RunWatch:
         views = t.report.views
         sample = ""
         if views is not None and views.sample_prompt:
-            sample = views.sample(model, SNAPSHOT_SAMPLE_TOKENS)
+            sample = views.sample_start(model, step, SNAPSHOT_SAMPLE_TOKENS)
         contents = checkpoint_contents(
             model, t.corpus.tokenizer, t.cfg, step, t.result.best_val_loss
         )

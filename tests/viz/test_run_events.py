@@ -108,6 +108,10 @@ def test_sample_text_comes_from_the_fixed_prompt_and_seed(run):
     # A snapshot's shorter sample is the start of it (same prompt, same seed).
     assert views.sample(model, 5) == texts[6][: len("ROMEO:") + 5]
     assert views.sample(model, 500) == texts[6]  # never longer than train.sample_tokens
+    # At an evaluation's step, a snapshot's sample is cut from the evaluation's.
+    views.last_sample = (6, texts[6])
+    assert views.sample_start(None, 6, 5) == texts[6][: len("ROMEO:") + 5]  # no model run
+    assert views.sample_start(model, 7, 5) == texts[6][: len("ROMEO:") + 5]  # generated
 
 
 def test_hyperparameters_and_final_metrics_for_the_hparams_tab(run):
