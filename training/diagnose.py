@@ -11,8 +11,10 @@ checkpoint's config and corpus record, with the bounds below:
                        OVERFIT_MARGIN nats/char while the training loss (its fixed
                        evaluation sample) kept falling
     learning rate      a logged training loss more than SPIKE_NATS above the lowest
-      too high         before it, or more than SKIPPED_SHARE of the steps skipped by
-                       float16 loss scaling
+      too high         before it, the training loss on its fixed evaluation sample up
+                       more than RISE_NATS between two evaluations (with Muon a ten
+                       times higher rate does not spike, it climbs back), or more
+                       than SKIPPED_SHARE of the steps skipped by float16 loss scaling
     still learning     the last evaluation improved on the one before by at least
                        STILL_LEARNING_NATS nats/char and by STILL_LEARNING_SHARE of the
                        mean gain per evaluation since the first (the curve has not bent:
@@ -47,6 +49,7 @@ from viz.run_events import (
 
 OVERFIT_MARGIN = 0.02  # nats/char above the minimum validation loss
 SPIKE_NATS = 0.5  # a training loss this far above the lowest before it
+RISE_NATS = 0.05  # the training loss on its evaluation sample, up between evaluations
 SKIPPED_SHARE = 0.01  # of the steps, skipped by float16 loss scaling
 STILL_LEARNING_NATS = 0.02  # improvement at the last evaluation...
 STILL_LEARNING_SHARE = 0.75  # ...and as a share of the mean gain per evaluation
@@ -167,6 +170,16 @@ def learning_rate_too_high(record: RunRecord) -> str | None:
                 f"learning rate too high: the training loss jumped to {loss[worst + 1]:.3f} at "
                 f"step {steps[worst + 1]}, {jumps[worst]:.2f} nats/char above its lowest "
                 f"before ({lowest_before[worst]:.3f}); {change}"
+            )
+    eval_steps, train = _values(record, TRAIN_EVAL_LOSS)
+    if len(train) >= 2:
+        rises = train[1:] - train[:-1]
+        worst = int(np.argmax(rises))
+        if rises[worst] > RISE_NATS:
+            return (
+                f"learning rate too high: the training loss rose between evaluations, "
+                f"{train[worst]:.3f} at step {eval_steps[worst]} -> {train[worst + 1]:.3f} at "
+                f"step {eval_steps[worst + 1]} (the steps overshoot); {change}"
             )
     skip_steps, skipped = _values(record, TRAIN_SKIPPED_STEPS)
     if len(skipped) and skipped[-1] > SKIPPED_SHARE * max(1, skip_steps[-1]):

@@ -50,7 +50,21 @@ def test_overfitting_names_dropout_and_the_best_step():
 
 
 def test_a_rise_while_the_training_loss_rises_too_is_not_overfitting():
-    assert diagnose(record([2.0, 1.6, 1.7, 1.75], [1.9, 1.5, 1.6, 1.65])) == []
+    (line,) = diagnose(record([2.0, 1.6, 1.7, 1.75], [1.9, 1.5, 1.6, 1.65]))
+    assert line.startswith("learning rate too high: the training loss rose between evaluations")
+
+
+def test_a_training_loss_that_climbs_back_means_the_learning_rate_is_too_high():
+    # The CPU recipe at train.learning_rate=0.5, evaluated every 50 steps (docs/watching.md).
+    climbing = record([2.580, 2.743, 2.527, 2.282], [2.554, 2.703, 2.490, 2.219])
+    lines = diagnose(climbing)  # and still learning fast, as that run was
+    assert lines[0] == (
+        "learning rate too high: the training loss rose between evaluations, 2.554 at step "
+        "500 -> 2.703 at step 1000 (the steps overshoot); set train.learning_rate=0.00167 "
+        "(now 0.005)"
+    )
+    # Evaluation noise of a falling curve is no rise.
+    assert diagnose(record([2.0, 1.7, 1.6, 1.595], [2.0, 1.65, 1.67, 1.49])) == []
 
 
 def test_a_loss_spike_means_the_learning_rate_is_too_high():
