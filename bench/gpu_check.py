@@ -186,7 +186,7 @@ def device_test_files() -> list[str]:
     whatever the device: the CPU suite covers them."""
     files = [
         path
-        for path in sorted((ROOT / "tests").glob("test_*.py"))
+        for path in sorted((ROOT / "tests").rglob("test_*.py"))  # tests/<package>/...
         if path.name != "test_gpu_check.py"
         and any(name in path.read_text(encoding="utf-8") for name in DEVICE_NAMES)
     ]

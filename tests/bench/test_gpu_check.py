@@ -136,6 +136,20 @@ def test_a_command_past_its_limit_is_asked_to_stop_then_killed(tmp_path, monkeyp
     assert log.getvalue().splitlines() == r.stdout.splitlines()
 
 
+def test_the_device_step_runs_the_test_files_that_use_the_device():
+    """Step 1's files: those of tests/<package>/ that name the test device. Since the
+    tests moved into packages, a glob of tests/test_*.py found none, and a GPU check
+    would have run no test on the GPU."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gpu_check import device_test_files
+
+    files = device_test_files()
+    for expected in ("tests/model/test_engine_generation.py", "tests/training/test_precision.py"):
+        assert expected in files, files
+    assert "tests/bench/test_gpu_check.py" not in files
+    assert "tests/docs/test_readme.py" not in files  # uses no device
+
+
 def test_test_counts_are_read_from_a_stopped_run_in_either_format():
     """A tests step stopped at its limit has no summary line: the counts come from the
     -v lines printed so far, one process's or pytest-xdist's."""
