@@ -2,15 +2,14 @@
 MINIGPT_TEST_DEVICE says: one GPU cannot hold two NCCL ranks), and a job of one process
 on TEST_DEVICE (NCCL on CUDA: what a one-GPU machine can check)."""
 
-import subprocess
-import sys
-
 import pytest
 import torch
 
+import sample as sample_script
+import train as train_script
 from model import GPT, GPTConfig
 from model.checkpoint import load_checkpoint
-from tests.conftest import ON_CUDA, ROOT, TIMEOUT_S, read_scalars, tiny_overrides, torchrun
+from tests.conftest import ON_CUDA, ROOT, read_scalars, tiny_overrides, torchrun
 from tests.training.conftest import SHARES_DDP_JOB
 from training import load_config, train
 from training.config import TrainConfig
@@ -57,7 +56,7 @@ def test_gradients_are_averaged_across_ranks(ddp_job):
     assert diff.abs().max() > 1e-6
 
 
-def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
+def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path, capsys):
     overrides = tiny_overrides(tmp_path, shakespeare_path, device="cpu", **{"train.max_iters": 4})
     out = tmp_path / "run"
     r = torchrun("train.py", *overrides, retry_gloo_abort=True, run_folder=out)
@@ -76,49 +75,16 @@ def test_torchrun_end_to_end_then_single_process(tmp_path, shakespeare_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 6
 
-    # A single process samples from it, and refuses an inexact resume with a clear message.
-    s = subprocess.run(
-        [
-            sys.executable,
-            "sample.py",
-            "--out-dir",
-            str(out),
-            "--max-new-tokens",
-            "10",
-            "--device",
-            "cpu",
-            "--prompt",
-            "KING",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=TIMEOUT_S,
-    )
-    assert s.returncode == 0 and s.stdout.startswith("KING"), s.stderr
-    t = subprocess.run(
-        [
-            sys.executable,
-            "train.py",
-            *[
-                str(o)
-                for o in tiny_overrides(
-                    tmp_path,
-                    shakespeare_path,
-                    device="cpu",
-                    **{"train.max_iters": 8, "train.resume": True},
-                )
-            ],
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=TIMEOUT_S,
-    )
-    assert t.returncode == 2
-    assert "written by 2 process(es)" in t.stderr and "--nproc_per_node=2" in t.stderr
+    # A single process samples from it, and refuses an inexact resume with a clear
+    # message (in this process: what is checked is the run folder, not the launch).
+    argv = ["--out-dir", str(out), "--max-new-tokens", "10", "--device", "cpu"]
+    assert sample_script.main([*argv, "--prompt", "KING"]) == 0
+    assert capsys.readouterr().out.startswith("KING")
+    more = {"train.max_iters": 8, "train.resume": True}
+    single = [str(o) for o in tiny_overrides(tmp_path, shakespeare_path, device="cpu", **more)]
+    assert train_script.main(single) == 2
+    err = capsys.readouterr().err
+    assert "written by 2 process(es)" in err and "--nproc_per_node=2" in err
 
 
 def test_failure_on_one_rank_ends_the_job(tmp_path, shakespeare_path):
