@@ -174,10 +174,14 @@ class Console:
     def interrupted(self, step: int, checkpoint) -> None:
         """The lines of a run stopped by Ctrl-C or SIGTERM, its checkpoint written: the
         command that resumes it, to copy (`training.run_folder.training_command`: the
-        run's config.yaml, which holds every setting it was given)."""
+        run's config.yaml, which holds every setting it was given), and the one that
+        diagnoses its curves so far."""
         command = training_command(Path(checkpoint).parent, "train.resume=true")
         self.say(f"interrupted at step {step}; checkpoint saved to {checkpoint}. Resume with:")
         self.say(f"  {command}")
+        # The end-of-run verdicts judge a whole run; a stopped one asks for them.
+        folder = shlex.quote(str(Path(checkpoint).parent))
+        self.say(f"what its curves say so far: python evaluate.py --diagnose {folder}")
 
     def whole_split_stopped(self, out_dir) -> None:
         """The line of a final whole-split score cut short by Ctrl-C."""

@@ -41,9 +41,13 @@ def test_an_interrupted_run_prints_the_command_that_resumes_it(tmp_path, shakesp
     _stop_before(trainer, 1)
     assert trainer.run().iter_num == 2
     trainer.close()
-    command = _resume_command(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    command = _resume_command(out)
     config = tmp_path / "run" / "config.yaml"
     assert command == f"python train.py --config {config} train.resume=true"
+    # No verdicts on a stopped run: the command that gives them on its curves so far.
+    diagnose = f"what its curves say so far: python evaluate.py --diagnose {tmp_path / 'run'}"
+    assert diagnose in out.splitlines()
     # The command as printed, typed: it resumes, and once stopped again says it once.
     words = shlex.split(command)
     assert words[:2] == ["python", "train.py"]
