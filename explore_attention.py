@@ -398,7 +398,11 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint = load_checkpoint(path, map_location=device)
         model, tokenizer = model_from_checkpoint(checkpoint, path)
         explorer = AttentionExplorer(
-            model.to(device), tokenizer, str(path), run_prompts(checkpoint.get("config"))
+            model.to(device),
+            tokenizer,
+            str(path),
+            run_prompts(checkpoint.get("config")),
+            checkpoint.get("iter_num"),
         )
         if args.serve:  # a --prompt is the page's first; one too long is cropped there
             snapshots = SnapshotExplorers(path.parent, device, explorer.own_text)

@@ -216,12 +216,16 @@ class AttentionExplorer:
         name: what the page calls the model, e.g. the checkpoint's path.
         own_text: a few lines of the run's own text offered as presets (e.g. its
             train.attention_prompt); see `viz.attention_presets.prompt_presets`.
+        step: the training step of the model's weights (the checkpoint's), or None.
     """
 
-    def __init__(self, model, tokenizer, name: str, own_text: tuple[str, ...] = ()):
+    def __init__(
+        self, model, tokenizer, name: str, own_text: tuple[str, ...] = (), step: int | None = None
+    ):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
+        self.step = step
         self.block_size = model.config.block_size
         self.own_text = tuple(own_text)
         self._lock = threading.Lock()
@@ -233,10 +237,11 @@ class AttentionExplorer:
         id order with each character's visible label (␣ for space), the preset prompts
         (`prompt_presets`), the what-if switches ``[{"key", "text"}]`` of a head's
         steps ("switches") and of the block ("block_switches"), the steps' "extras"
-        and the answers' "encodings"."""
+        and the answers' "encodings", and the weights' training "step" (None: unknown)."""
         config = self.model.config
         return {
             "name": self.name,
+            "step": self.step,
             "n_layer": config.n_layer,
             "n_head": config.n_head,
             "n_embd": config.n_embd,

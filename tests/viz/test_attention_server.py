@@ -208,6 +208,7 @@ def test_the_server_serves_the_page_and_nothing_from_the_file_system(run):
         "block_switches": [{"key": k, "text": t} for k, t in BLOCK_SWITCHES.items()],
         "extras": ["words", "projections", "block", "attribution"],
         "encodings": ["json", "float32"],
+        "step": None,  # not given: the changes view cannot tell it is its last snapshot
     }
     # The chapters' sentences: the one whose characters the model knows is offered.
     assert [p["text"] for p in presets if not p["missing"]] == [PROMPT]

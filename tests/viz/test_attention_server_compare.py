@@ -193,6 +193,7 @@ def test_explore_attention_serves_the_comparison(tmp_path, monkeypatch, capsys):
     (server,) = served
     assert server.compare.label == str(tmp_path / "parent" / "ckpt.pt")
     assert page_data(server.page.decode())["compare"] == server.compare.label
+    assert page_data(server.page.decode())["model"]["step"] == 0  # the checkpoint's iter_num
     # Without --compare the page's data says nothing of a second model.
     assert explore_attention.main(argv) == 0 and served[1].compare is None
     assert "compare" not in page_data(served[1].page.decode())

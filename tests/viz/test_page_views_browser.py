@@ -147,6 +147,42 @@ def test_the_slider_shows_a_snapshots_own_numbers_and_their_changes(page, tmp_pa
     )
 
 
+def test_the_finished_model_of_its_last_snapshots_step_is_compared_with_the_one_before(
+    page, tmp_path
+):
+    """A finished run's checkpoint is its last snapshot (step 50) but for float16
+    rounding: at the slider's end, the changes start from step 5, not from step 50."""
+    write_snapshot_run(tmp_path)
+    snapshots = {}
+    for step in (5, 50):
+        path = tmp_path / SNAPSHOTS_DIR / f"step_{step:07d}.pt"
+        snapshots[step] = model_from_checkpoint(load_checkpoint(path))[0]
+    explorer = AttentionExplorer(snapshots[50], CharTokenizer(SNAPSHOT_VOCAB), "finished", step=50)
+    server = start(
+        ExplorerServer(
+            ("127.0.0.1", 0), explorer, snapshots=SnapshotExplorers(tmp_path, torch.device("cpu"))
+        )
+    )
+    try:
+        page.open(server.url + "?lang=en")
+        page.show(SNAPSHOT_PROMPT)
+        page.click("#heads button[data-value='0']")  # layer 1 (the last), head 0
+        page.wait_for(lambda d: page.find_all("#changes-table"), "the changes")
+        changes = shown(page.driver, "#changes-table")
+        help_en = page.find("#changes-help").text
+        note = page.find("#changes-finished").text
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert help_en.startswith("The weights at the finished model minus those at step 5")
+    assert note.startswith("The finished model's weights are those of its last snapshot, step 50")
+    difference = forward(snapshots[50], SNAPSHOT_VOCAB, SNAPSHOT_PROMPT)[0][-1, 0].double()
+    difference -= forward(snapshots[5], SNAPSHOT_VOCAB, SNAPSHOT_PROMPT)[0][-1, 0].double()
+    assert [[float(x) for x in row] for row in changes] == [
+        difference[i, : i + 1].tolist() for i in range(len(SNAPSHOT_PROMPT))
+    ]
+
+
 def other_model() -> GPT:
     """B: the sharp model's shape, other weights, a vocabulary without "T"."""
     torch.manual_seed(7)

@@ -76,11 +76,19 @@ function renderTraining() {
 }
 
 // The snapshot the changes view starts from: the chosen one, else the one before the
-// shown (the last snapshot, before the finished model); null before the first.
+// shown; null before the first. The finished model of a run whose last snapshot is of its
+// own step holds that snapshot's weights (but for float16 rounding): the one before it.
 function changesFrom() {
   if (training.from !== null) return training.from;
-  const before = training.snapshots[training.position - 1];
+  let index = training.position - 1;
+  if (training.position === training.snapshots.length && finishedIsLastSnapshot()) index -= 1;
+  const before = training.snapshots[index];
   return before === undefined ? null : before.step;
+}
+
+function finishedIsLastSnapshot() {
+  const last = training.snapshots[training.snapshots.length - 1];
+  return last !== undefined && MODEL.step !== null && MODEL.step !== undefined && last.step === MODEL.step;
 }
 
 function answerKey(step, prompt) {
@@ -197,8 +205,9 @@ function renderSnapshotChanges() {
   const scroll = el("div", null, { class: "scroll labelled" });
   scroll.append(signedTable(difference, after.labels, "changes-table", "difference"));
   nodes.push(scroll);
-  if (to === undefined && training.from === null) {
-    nodes.push(el("p", t("training.changes_finished"), { class: "muted" }));
+  if (to === undefined && training.from === null && finishedIsLastSnapshot()) {
+    nodes.push(el("p", t("training.changes_finished", { step: MODEL.step }),
+      { class: "muted", id: "changes-finished" }));
   }
   nodes.push(el("p", t("training.changes_largest", {
     value: formatChange(largest.value, DERIVATION_DECIMALS),
