@@ -3,7 +3,7 @@
 
 function shapeText(step) {
   const [rows, cols] = step.shape;
-  const names = { x: "T × C", concat: "T × C", projected: "T × C", residual: "T × C",
+  const names = { x: "T × C", xx_out: "T × C", concat: "T × C", projected: "T × C", residual: "T × C",
     q: "T × d_k", k: "T × d_k", v: "T × d_k", out: "T × d_k" };
   return `${rows} × ${cols} (${names[step.key] || "T × T"})`;
 }
