@@ -228,6 +228,22 @@ def test_a_derivation_reads_without_scrolling_at_1280_by_800(page, url, lang):
     )
     for role in ("products", "sum", "scaled", "mask", "softmax", "total", "weight", "model-weight"):
         assert role in roles, role
+    # No cell drawn over its neighbour: a sticky label once covered the softmax's "−0.8221".
+    overlaps = js(
+        page,
+        """
+        const out = [];
+        for (const tr of document.querySelectorAll('#derivation table tr')) {
+          const cells = [...tr.children];
+          for (let k = 1; k < cells.length; k++) {
+            const a = cells[k - 1].getBoundingClientRect(), b = cells[k].getBoundingClientRect();
+            if (a.right > b.left + 1) out.push([cells[k - 1].textContent, cells[k].textContent]);
+          }
+        }
+        return out;
+    """,
+    )
+    assert overlaps == [], overlaps
     if folder := os.environ.get("PAGE_SCREENSHOTS"):  # a folder for pictures of the page
         page.driver.save_screenshot(str(Path(folder) / f"derivation_{lang}.png"))
 
