@@ -31,6 +31,8 @@ LINK = re.compile(r"\[\[([a-z_]+)\|([^\]]+)\]\]")
 PLACEHOLDER_PARTICLE = re.compile(r"\{([a-z_]+)\}(?:(['’]?)\((은|이|을|과|으)\)(는|가|를|와|로))?")
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 FINAL_RIEUL = 8  # ㄹ: takes 로, not 으로
+# What a particle looks past to the word it follows: a closing "(...)" and quotes.
+TRAILING_ASIDE = re.compile(r"['’\"]*(?:\s*\([^()]*\))?$")
 
 
 def load_catalogue(path: Path = CATALOGUE_PATH) -> dict[str, dict[str, str]]:
@@ -78,13 +80,16 @@ def particle(word: str, with_final: str, without_final: str) -> str:
     A Hangul syllable's final consonant is ``(code - 0xAC00) % 28`` (0: none). With one,
     the first form (은, 이, 을, 과, 으로; but 로 after ㄹ); without, the second (는, 가, 를,
     와, 로); after anything not a Hangul syllable (a digit, a Latin letter, a space), the
-    neutral "(은)는" that reads right either way. viz/page/i18n.js does the same.
+    neutral "(은)는" that reads right either way. A closing parenthetical and quotes are
+    skipped, as Korean spelling does: "'다'(위치 9)" takes 가, after 다. viz/page/i18n.js
+    does the same.
 
     Args:
         word: the text the particle follows (non-empty).
         with_final: "은", "이", "을", "과" or "으" (for 으로).
         without_final: "는", "가", "를", "와" or "로".
     """
+    word = TRAILING_ASIDE.sub("", word) or word
     code = ord(word[-1])
     if not HANGUL_FIRST <= code <= HANGUL_LAST:
         return f"({with_final}){without_final}"

@@ -154,6 +154,10 @@ def test_particle_forms():
     assert [particle(w, "을", "를") for w in ("밥", "배")] == ["을", "를"]
     assert [particle(w, "과", "와") for w in ("밥", "배")] == ["과", "와"]
     assert [particle(w, "으", "로") for w in ("밥", "배", "말")] == ["으로", "로", "로"]
+    # Past a closing parenthetical and quotes, to the word they follow.
+    asides = ("'다'(위치 9)", "'밥'(위치 2)", "'다'", "7 (x)", "'", "()")
+    neutral = ["(이)가"] * 3
+    assert [particle(w, "이", "가") for w in asides] == ["가", "이", "가", *neutral]
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run i18n.js")
@@ -161,7 +165,7 @@ def test_the_page_picks_the_same_particles_as_say():
     """i18n.js's rawText, run in node on the real catalogue, against `say`."""
     script = (SCRIPT_DIR / "i18n.js").read_text(encoding="utf-8")
     catalogue = (SCRIPT_DIR / "messages.json").read_text(encoding="utf-8")
-    chars = ["면", "가", "말", "a", " "]
+    chars = ["면", "가", "말", "a", " ", "'다'(위치 9)", "'밥'(위치 2)"]
     program = f"""
 const document = {{ getElementById: () => ({{ textContent: JSON.stringify(
   {{ lang: "ko", messages: {catalogue} }}) }}) }};
@@ -182,6 +186,7 @@ for (const key of {chars!r}) {{
         expected.append(say("heads.title", "ko", char=char, layer=0))
     assert shown == expected
     assert "0층에서 말이 주목하는 글자" in shown
+    assert "0층에서 '다'(위치 9)가 주목하는 글자" in shown
 
 
 def test_the_korean_calls_a_layer_by_the_chapters_word():

@@ -31,8 +31,10 @@ function isMessage(value) {
 // The particle that fits the word before it: the form with a final consonant (은, 이, 을,
 // 과, 으로) after a Hangul syllable that has one ((code − 0xAC00) % 28 ≠ 0), except 로
 // after ㄹ (final 8); the other form after one without; the neutral "(은)는" after
-// anything that is not a Hangul syllable. Same rule as viz/messages.py.
+// anything that is not a Hangul syllable; past a closing "(...)" and quotes, as Korean
+// spelling does ("'다'(위치 9)가"). Same rule as viz/messages.py.
 function particle(word, withFinal, withoutFinal) {
+  word = word.replace(/['’"]*(?:\s*\([^()]*\))?$/, "") || word;
   const code = word.codePointAt(word.length - 1);
   if (!(code >= 0xac00 && code <= 0xd7a3)) return `(${withFinal})${withoutFinal}`;
   const final = (code - 0xac00) % 28;
