@@ -42,6 +42,7 @@ def test_the_block_the_pushes_and_the_words_in_a_browser(page):
             "return [...document.querySelectorAll(\"#words table[data-words='weights'] tr\")]"
             ".slice(1).map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))"
         )
+        columns_note = [n.text for n in page.find_all("#words [data-role='columns-shown']")]
         # Zeroing the last layer's MLP: the page asks again; its write shows 0.
         page.find("#block-switches input[data-switch='zero_mlp']").click()
         page.wait_for(
@@ -79,4 +80,7 @@ def test_the_block_the_pushes_and_the_words_in_a_browser(page):
     per_word = word_weights(own, word_spans(PROMPT))
     assert [row[:-1] for row in words] == [[f"{v:.2f}" for v in row] for row in per_word.tolist()]
     assert [row[-1] for row in words] == ["1.00", "1.00", "1.00"]
+    # weights·X per word: 16 of the model's channels, and the page says so.
+    assert model.config.n_embd > 16
+    assert columns_note == [f"channels 0 to 15 of {model.config.n_embd} shown"]
     assert len(down) == len(PROMPT) * model.config.n_embd and set(down) == {0}  # its write

@@ -85,6 +85,12 @@ function renderWords(words) {
     const wrap = el("div", null, { class: "scroll" });
     wrap.append(table);
     box.append(el("h4", t(`words.${name}`)), wrap);
+    // Wider than NUMBER_COLUMNS (weights·X's channels, or many words): say what is left out.
+    if (cols.length > NUMBER_COLUMNS) {
+      const shown = { last: NUMBER_COLUMNS - 1, total: cols.length };
+      box.append(el("p", t(square ? "words.first_words" : "words.first_channels", shown),
+        { class: "muted", "data-role": "columns-shown" }));
+    }
   }
 }
 
