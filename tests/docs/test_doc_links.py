@@ -1,6 +1,7 @@
 """Every relative link in README.md, README.ko.md, docs/ and dev/ leads somewhere: the file
 (or picture) exists, and a ``#anchor`` names a heading of that file, as GitHub makes
 heading anchors, or an ``<a id="...">`` in it. Links to web addresses are not followed.
+A Korean document (x.ko.md) links a page's Korean twin where docs/ has one.
 """
 
 import re
@@ -72,3 +73,39 @@ def test_relative_link_leads_somewhere(doc, target):
     if anchor:
         defined = anchors(file.read_text(encoding="utf-8"))
         assert anchor in defined, f"{doc.name}: {target}: {file.name} has no #{anchor}"
+
+
+KOREAN_DOCUMENTS = [doc for doc in DOCUMENTS if doc.name.endswith(".ko.md")]
+
+
+def english_pages_without_their_korean_twin(doc, targets) -> list[str]:
+    """The links of Korean ``doc`` to an English page x.md whose Korean twin x.ko.md exists
+    but is linked neither instead nor beside it (doc's own English twin is fine)."""
+    linked = {(doc.parent / t.partition("#")[0]).resolve() for t in targets}
+    lonely = []
+    for target in targets:
+        path = target.partition("#")[0]
+        if not path.endswith(".md") or path.endswith(".ko.md"):
+            continue
+        twin = (doc.parent / path).resolve().with_suffix(".ko.md")
+        if twin.exists() and twin not in linked and twin != doc.resolve():
+            lonely.append(target)
+    return lonely
+
+
+def test_a_korean_page_linking_only_the_english_twin_is_caught():
+    doc = ROOT / "docs" / "attention_walkthrough.ko.md"
+    assert english_pages_without_their_korean_twin(doc, ["sampling.md#flags"]) == [
+        "sampling.md#flags"
+    ]
+    assert english_pages_without_their_korean_twin(doc, ["sampling.md", "sampling.ko.md"]) == []
+    assert english_pages_without_their_korean_twin(doc, ["benchmarks.md", "../README.ko.md"]) == []
+
+
+@pytest.mark.parametrize("doc", KOREAN_DOCUMENTS, ids=[d.name for d in KOREAN_DOCUMENTS])
+def test_korean_documents_link_the_korean_pages(doc):
+    """A Korean reader is led to docs/x.ko.md where it exists; the English x.md may stand
+    beside it (the full table), never alone."""
+    targets = [target for d, target in LINKS if d == doc]
+    lonely = english_pages_without_their_korean_twin(doc, targets)
+    assert not lonely, f"{doc.name}: link the Korean pages of {lonely}"
