@@ -259,7 +259,8 @@ def open_server(
 
 def serve(server: ExplorerServer) -> int:
     """Answer the page's requests until Ctrl-C; returns the exit status (0)."""
-    print(f"attention explorer for {server.explorer.name} at {server.url}", flush=True)
+    compared = "" if server.compare is None else f", compared with {server.compare.label}"
+    print(f"attention explorer for {server.explorer.name}{compared} at {server.url}", flush=True)
     print("open it in a browser; Ctrl-C stops the server", flush=True)
     try:
         server.serve_forever()

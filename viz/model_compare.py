@@ -125,9 +125,9 @@ def format_comparison(result: dict) -> str:
     lines = [f"A: {a['label']}", f"B: {b['label']}"]
     for name, side in (("A", a), ("B", b)):
         if side["missing"]:
-            lacked = " ".join(visible_char(c) for c in side["missing"])
+            lacked = " ".join(f"'{visible_char(c)}'" for c in side["missing"])
             lines.append(
-                f"{name} lacks {len(side['missing'])} character(s) of the prompt ({lacked}): "
+                f"{name} lacks {len(side['missing'])} character(s) of the prompt, {lacked}: "
                 "it cannot read it, so it has no numbers"
             )
     if result["next"] is None:

@@ -181,17 +181,25 @@ def test_explore_attention_serves_the_comparison(tmp_path, monkeypatch, capsys):
         (tmp_path / run).mkdir()
         save_sharp_checkpoint(tmp_path / run / "ckpt.pt")
     served = []
+    real_serve = explore_attention.serve
 
     def keep(server):
+        # The start line, with serve_forever stopped at once as by Ctrl-C.
+        def interrupted():
+            raise KeyboardInterrupt
+
+        server.serve_forever = interrupted
         served.append(server)
-        server.server_close()
-        return 0
+        return real_serve(server)
 
     monkeypatch.setattr(explore_attention, "serve", keep)
     argv = ["--out-dir", str(tmp_path / "new"), "--port", "0", "--serve"]
     assert explore_attention.main([*argv, "--compare", str(tmp_path / "parent")]) == 0
     (server,) = served
     assert server.compare.label == str(tmp_path / "parent" / "ckpt.pt")
+    new, parent = tmp_path / "new" / "ckpt.pt", tmp_path / "parent" / "ckpt.pt"
+    started = capsys.readouterr().out.splitlines()[-3]
+    assert started == f"attention explorer for {new}, compared with {parent} at {server.url}"
     assert page_data(server.page.decode())["compare"] == server.compare.label
     assert page_data(server.page.decode())["model"]["step"] == 0  # the checkpoint's iter_num
     # Without --compare the page's data says nothing of a second model.

@@ -95,7 +95,7 @@ def test_a_character_one_model_lacks_is_said(pair):
     assert result["models"][1]["missing"] == ["가"] and "next" in result["models"][0]
     assert result["next"] is None and result["heads"] is None
     text = format_comparison(result)
-    assert "B lacks 1 character(s) of the prompt (가): it cannot read it" in text
+    assert "B lacks 1 character(s) of the prompt, '가': it cannot read it" in text
     # A reads it: its own numbers, alone.
     next_a = result["models"][0]["next"]
     assert "next character in A alone" in text

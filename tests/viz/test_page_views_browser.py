@@ -249,7 +249,7 @@ def test_the_compare_view_shows_both_models(page, tmp_path):
         [x for i in range(len(PROMPT)) for x in difference[i, : i + 1].tolist()], abs=1e-6
     )
     assert missing_model == "B" and missing_en.startswith("B (parent) lacks 1 character(s)")
-    assert "(T)" in missing_en
+    assert "of the prompt, 'T': it cannot" in missing_en
     # A reads "To be": its own next characters, alone, as its forward pass gives them.
     ((name, rows),) = alone
     _, p_alone = forward(a, VOCAB, "To be")
@@ -257,5 +257,5 @@ def test_the_compare_view_shows_both_models(page, tmp_path):
     assert name == "A" and [c for c, _ in rows] == [VOCAB[i] for i in top.indices[:10]]
     assert [float(p) for _, p in rows] == pytest.approx(top.values[:10].tolist(), abs=1e-6)
     assert alone_layers == a.config.n_layer
-    assert missing_ko.startswith("B (parent)에는 프롬프트의 글자 1개(T)가 없습니다")
+    assert missing_ko.startswith("B (parent)에 없는 프롬프트의 글자 1개: 'T'.")
     assert title_ko == "두 모델 나란히 보기"

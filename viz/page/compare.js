@@ -182,7 +182,8 @@ function renderComparison() {
   }
   answer.models.forEach((model, side) => {
     if (model.missing.length === 0) return;
-    const chars = model.missing.map((c) => compareLabel(answer, c)).join(" ");
+    // Each quoted: a bracket or a space among them reads as itself.
+    const chars = model.missing.map((c) => `'${compareLabel(answer, c)}'`).join(" ");
     nodes.push(el("p", t("compare.missing", {
       name: MODEL_NAMES[side], label: model.label, n: model.missing.length, chars,
     }), { class: "note compare-missing", "data-model": MODEL_NAMES[side] }));
