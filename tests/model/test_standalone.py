@@ -23,8 +23,13 @@ def project_files():
     found = set()
     for module in list(sys.modules.values()):
         path = Path(getattr(module, "__file__", None) or ".")
-        if path.is_absolute() and path.resolve().is_relative_to(root):
-            found.add(path.resolve().relative_to(root).as_posix())
+        if not (path.is_absolute() and path.resolve().is_relative_to(root)):
+            continue
+        relative = path.resolve().relative_to(root)
+        # A virtual environment at the root (the README's .venv) is not the project.
+        if "site-packages" in relative.parts or relative.parts[0].startswith("."):
+            continue
+        found.add(relative.as_posix())
     return sorted(found)
 
 import model.gpt
