@@ -105,6 +105,7 @@ class Console:
         self._quiet = False  # stdout was closed: say nothing more
         self._started = self._last_line = 0.0
         self._first_step = 0
+        self._pace_from = None  # (time, step) the time left is counted from, once warm
 
     def say(self, message: str) -> None:
         """Print a line (above the bar, if there is one). If stdout is closed
@@ -130,6 +131,20 @@ class Console:
             # smoothing=0: the rate over the whole run, evaluations included, as below.
             self.bar = tqdm(total=total, initial=step, unit="step", dynamic_ncols=True, smoothing=0)
 
+    def warmed(self, step: int) -> None:
+        """The warm-up is over at ``step`` (the run's first log interval): the time left
+        is counted from here. The steps just after compiling still run slower (kernels
+        warming up, the optimizer's state being made); counted in, they made the first
+        estimates of a CPU run several times too long, enough to make a newcomer stop
+        it. The bar starts again from here for the same reason."""
+        self._pace_from = (time.perf_counter(), step)
+        if self.bar is not None:
+            self.bar.leave = False  # replaced where it stood, not left above the new one
+            self.bar.close()
+            self.bar = tqdm(
+                total=self.total, initial=step, unit="step", dynamic_ncols=True, smoothing=0
+            )
+
     def step(self, step: int, fields: dict[str, str] | None = None) -> None:
         """Record that ``step`` steps are done; ``fields`` (loss, lr, tok/s as text)
         come at log intervals and are shown on the bar or in a plain line."""
@@ -146,12 +161,13 @@ class Console:
             return
         # Steps per second since the start, the evaluations' time included: they recur
         # as steps do, and a rate over the last interval alone would jump after each.
-        rate = (step - self._first_step) / max(now - self._started, 1e-9)
-        eta = _duration((self.total - step) / rate) if rate > 0 else "?"
+        since, first_step = self._pace_from or (self._started, self._first_step)
+        rate = (step - first_step) / max(now - since, 1e-9)
+        left = f"{_duration((self.total - step) / rate)} left" if rate > 0 else "estimating"
         shown = " | ".join(f"{key} {value}" for key, value in fields.items())
         self.say(
             f"step {step}/{self.total} ({100 * step / self.total:.0f}%) | {shown} | "
-            f"{_duration(now - self._started)} elapsed, {eta} left"
+            f"{_duration(now - self._started)} elapsed, {left}"
         )
         self._last_line = now
 
@@ -467,6 +483,7 @@ class Reporter:
         self.tokens_per_step = tc.batch_size * tc.gradient_accumulation_steps
         self.tokens_per_step *= cfg.model.block_size * dist.world_size
         self.first_step = 0  # the step this run's training begins at
+        self.paced = False  # whether the console counts the time left yet
         self.started = 0.0  # when it began, for the evaluations' seconds
         self.throughput: Throughput | None = None  # from when training begins
         self.extra_hparams: dict = {}  # sections beside the config's (a fine-tune's parent)
@@ -554,6 +571,9 @@ class Reporter:
                 self.throughput.restart(step)
         fields = None
         if step % tc.log_interval == 0:
+            if not self.paced:  # the time left counts from the first log interval
+                self.console.warmed(step)
+                self.paced = True
             self.check_finite()
             # With the check above, the only host-device syncs per interval.
             loss = (all_reduce(loss.clone(), dist) / dist.world_size).item()

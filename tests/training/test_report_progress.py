@@ -51,6 +51,31 @@ def test_time_left_holds_steady_across_evaluations(monkeypatch, capsys):
             assert abs(left - remaining) <= 0.1 * (end - 1000.0), (step, left, remaining)
 
 
+def test_time_left_leaves_out_the_slow_steps_before_the_first_log_line(monkeypatch, capsys):
+    """The steps just after compiling run slower: here the first 10 take 2 s each, then
+    0.1 s. Counted from the first log line (`Console.warmed`), the time left is right
+    from the next line on; counted from the first step, it was over twice too long."""
+    clock = [1000.0]
+    monkeypatch.setattr(training.report.time, "perf_counter", lambda: clock[0])
+    total = 2000
+    console = Console(enabled=True, interactive=False, plain_every=10.0)
+    console.start(1, total)
+    printed = []
+    for step in range(2, total + 1):
+        clock[0] += 2.0 if step <= 10 else 0.1
+        if step == 10:
+            console.warmed(step)
+        console.step(step, {"loss": "1.0"} if step % 10 == 0 else None)
+        if out := capsys.readouterr().out:
+            printed.append((step, out, clock[0]))
+    end = clock[0]
+    first_step, first_line, _ = printed[0]
+    assert first_step == 10 and first_line.rstrip().endswith("elapsed, estimating")
+    step, line, when = printed[1]
+    left = seconds_of(re.search(r"elapsed, (\S+) left", line).group(1))
+    assert abs(left - (end - when)) <= 2, (step, left, end - when)
+
+
 def test_the_pace_counts_from_the_steps_done_when_it_starts(tmp_path, monkeypatch):
     """The console starts after the run's first step (compiling stays out of the pace),
     told how many steps are done by then: 1 for a new run, 5 for one resumed at 4. Told
