@@ -248,6 +248,21 @@ def test_a_derivation_reads_without_scrolling_at_1280_by_800(page, url, lang):
         page.driver.save_screenshot(str(Path(folder) / f"derivation_{lang}.png"))
 
 
+def test_an_x_x_cell_keeps_its_softmax_at_the_panels_width(page, url):
+    """X·Xᵀ's x_i has all 128 channels: its products beside the softmax squeezed the
+    softmax table into a strip of 76 px, its exp column out of sight."""
+    open_head(page, url, "ko", 1, 0)
+    cell = "#steps table[data-step=xx] td[data-i='7'][data-j='3']"
+    js(page, "document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", cell)
+    js(page, "document.querySelector(arguments[0]).click()", cell)
+    frame = js(
+        page,
+        "const t = document.querySelector('#derivation table[data-role=softmax]');"
+        "return [t.parentElement.scrollWidth, t.parentElement.clientWidth]",
+    )
+    assert frame[0] <= frame[1] + 1, f"the softmax scrolls inside its frame: {frame}"
+
+
 def test_a_long_prompt_keeps_its_labels_in_view(page, url):
     open_head(page, url, "ko", 1, 0)
     page.show(LONG[:64])

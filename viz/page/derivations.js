@@ -92,6 +92,9 @@ function result(text, role, exact) {
 // right (one column where the panel is narrow).
 function scoreDerivation(i, j, src) {
   const { nodes, split, intro } = scoreSteps(i, j, src);
+  // Past 32 channels (X·Xᵀ's x_i, all C of them) the products table is too wide to share
+  // the panel: the mask and the softmax go below it, at the panel's width.
+  if (src.a[i].length > 32) return nodes;
   const left = el("div", null, { class: "derivation-part" });
   const right = el("div", null, { class: "derivation-part" });
   left.append(...nodes.slice(intro, split));
