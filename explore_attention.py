@@ -371,7 +371,7 @@ def print_extras(
     options = (decimals, columns, lang)
     sections = []
     if len(extras["words"]["words"]) > 1:
-        sections.append(format_words(extras["words"], *options))
+        sections.append(format_words(extras["words"], *options, layer=layer, head=head))
     projections = extras["projections"]
     sections.append(format_columns(projections["columns"], head, *options))
     chapter_form = projection_steps(explorer.model, record, layer, head)

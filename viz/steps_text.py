@@ -27,9 +27,17 @@ def rendered(message: dict, lang: str) -> str:
     return say(Message(message["key"], message["args"]), lang)
 
 
-def format_words(words: dict, decimals: int = 2, max_columns: int = 16, lang: str = "en") -> str:
-    """`viz.word_tables.words_json`'s tables: the head's weights and X·Xᵀ's softmax
-    (word × word, with each row's sum) and weights·X (word × channel)."""
+def format_words(
+    words: dict,
+    decimals: int = 2,
+    max_columns: int = 16,
+    lang: str = "en",
+    *,
+    layer: int = 0,
+    head: int = 0,
+) -> str:
+    """`viz.word_tables.words_json`'s tables: the weights of ``head`` in ``layer`` and
+    X·Xᵀ's softmax (word × word, with each row's sum) and weights·X (word × channel)."""
     labels = [word_label(w) for w in words["words"]]
     parts = [say("cli.words", lang, rule=rendered(words["rule"], lang))]
     sum_label = say("table.sum", lang)
@@ -40,7 +48,8 @@ def format_words(words: dict, decimals: int = 2, max_columns: int = 16, lang: st
             sums = table.sum(dim=1, keepdim=True)
             with_sums = torch.cat([table, sums], 1)
             text = format_matrix(with_sums, labels, [*labels, sum_label], decimals, 0, lang)
-        parts.append(f"{say(f'words.{name}', lang)}\n{text}")
+        title = say(f"words.{name}", lang, layer=layer, head=head)
+        parts.append(f"{title}\n{text}")
     return "\n\n".join(parts)
 
 

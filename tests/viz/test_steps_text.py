@@ -20,7 +20,7 @@ def test_steps_print_the_new_tables_with_the_pages_numbers(checkpoint, capsys):
     extras = ["words", "attribution"]
     page = explorer.steps(PROMPT, 1, 2, extras=extras, cell="q,4,5", neuron_cell="6,37")
     # Per word: the page's word table, row by row, each row summing to 1.
-    section = out[out.index("this head's weights per word") :]
+    section = out[out.index("weights per word of layer 1, head 2") :]
     rows = [line for line in section.splitlines()[3:6]]
     for row, expected in zip(rows, page["words"]["tables"]["weights"], strict=True):
         numbers = re.findall(r"\d\.\d{4}", row)

@@ -84,7 +84,7 @@ function renderWords(words) {
     });
     const wrap = el("div", null, { class: "scroll" });
     wrap.append(table);
-    box.append(el("h4", t(`words.${name}`)), wrap);
+    box.append(el("h4", t(`words.${name}`, { layer: state.layer, head: stepHead() })), wrap);
     // Wider than NUMBER_COLUMNS (weights·X's channels, or many words): say what is left out.
     if (cols.length > NUMBER_COLUMNS) {
       const shown = { last: NUMBER_COLUMNS - 1, total: cols.length };
