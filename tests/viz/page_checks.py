@@ -315,7 +315,7 @@ def check_steps(page: Page, url: str, explorer: AttentionExplorer, prompt: str) 
         page.find("#steps table[data-step='out'] td[data-i='3'][data-j='0']").click()
     page.wait_for(lambda d: page.derivation_cell()[:2] == ("row", "3"), "the row's sum")
     header = page.find("#derivation [data-role=weighted-sum] thead th:nth-child(3)").text
-    assert header == "the what-if's", header
+    assert header == "the what-if's out_3", header
     last_block = page.find(f"#lens table[data-position='{T - 1}'] tbody tr:last-child th").text
     assert last_block.endswith("the what-if's prediction"), last_block
     page.find("#unlock").click()

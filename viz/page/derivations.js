@@ -241,11 +241,12 @@ function outDerivation(i, steps) {
   const table = el("table", null, { class: "weights", "data-role": "weighted-sum" });
   const chars = el("tr");
   // A switched head's row is the what-if pass's, not the model's.
-  const whose = t(headSwitches().length ? "derivation.whose_whatif_out" : "derivation.whose_model");
+  const whose = t(headSwitches().length ? "derivation.out_whatif" : "derivation.out_model", { i });
   chars.append(el("th", t("derivation.channel")), el("th", t("table.sum")), el("th", whose));
   for (const j of seen) chars.append(el("th", `${j} ${labels[j]}`, { class: "char" }));
+  // The weights' label at the row's start: under "the model's out_i" it read as one phrase.
   const weights = el("tr");
-  weights.append(el("th"), el("th"), el("th", `${t("derivation.weight")}:`));
+  weights.append(el("th", `${t("derivation.weight")} →`), el("th"), el("th"));
   for (const j of seen) weights.append(el("th", fmt(w[j], D), { title: String(w[j]) }));
   const thead = el("thead");
   thead.append(chars, weights);
