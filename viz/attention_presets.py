@@ -20,14 +20,16 @@ CHAPTER_SENTENCES = (
     "배를 탔다",
     "배가 아프다",
 )
-# The same three readings of 배 with a word before it. In the chapters' sentences 배 is
+# 배 read from what comes before it: pear, boat, belly. In the chapters' sentences 배 is
 # at position 0, where the causal mask lets it see only itself: its weights and its
-# prediction are then the same in all three. Here it can read 나는 first, and what
-# follows it changes the rows after it (the page says so beside the presets).
+# prediction are the same in all three, and the words after it change only the rows
+# after it. A causal model reads a word from what precedes it, so these put different
+# words before 배 (the page says so beside the presets); the sample's vocabulary holds
+# every character.
 LATER_SENTENCES = (
-    "나는 배를 먹었다",
-    "나는 배를 타고 갔다",
-    "나는 배가 아프다",
+    "사과와 배를 먹었다",
+    "바다 위에 배가 떠 있었다",
+    "많이 먹어서 배가 아프다",
 )
 
 

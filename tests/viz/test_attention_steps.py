@@ -295,13 +295,34 @@ def test_what_if_answers_carry_the_models_own_numbers_to_compare():
     assert explorer.steps(PROMPT, 1, 2)["heads"]["2"]["weights"]["values"] == plain["weights"][1][2]
 
 
+def test_bae_reads_its_context_only_where_words_precede_it(korean_path):
+    """What the page says beside the 배 presets: at position 0 (the chapters' sentences)
+    배's weights and next-character logits are the same in all three; with other words
+    before it (LATER_SENTENCES) they differ."""
+    tokenizer = CharTokenizer.from_text(korean_path.read_text(encoding="utf-8"))
+    model = sharp_model(tokenizer.vocab_size, 32, n_layer=2, n_head=2, n_embd=32)
+
+    def bae_row(sentence):
+        # Causal: the prompt up to 배 gives 배's row and next logits of the whole sentence.
+        ids = torch.tensor(tokenizer.encode(sentence[: sentence.index("배") + 1]), dtype=torch.long)
+        weights, logits = attention_and_next_logits(model, ids)
+        return weights[:, :, -1].tolist(), logits.tolist()
+
+    first = [bae_row(s) for s in CHAPTER_SENTENCES if s.startswith("배")]
+    later = [bae_row(s) for s in LATER_SENTENCES]
+    assert len(first) == 3 and all(row == first[0] for row in first[1:])
+    assert len({str(w) for w, _ in later}) == 3 and len({str(x) for _, x in later}) == 3
+
+
 def test_presets_offer_the_chapters_sentences_the_vocabulary_holds(korean_path):
     korean = CharTokenizer.from_text(korean_path.read_text(encoding="utf-8"))
     presets = prompt_presets(korean, 128, ("To be, or not to be", "새가 하늘을 날았다", "ROMEO:"))
     # The run's are not Korean; 배 later in a sentence follows the chapters' own.
     assert [p["text"] for p in presets] == list(CHAPTER_SENTENCES + LATER_SENTENCES)
     assert [p["source"] for p in presets] == ["chapter"] * 6 + ["later"] * 3
-    assert all(p["text"].index("배") > 0 for p in presets if p["source"] == "later")
+    # Each later sentence puts other words before 배: a causal model reads them there.
+    before = {p["text"][: p["text"].index("배")] for p in presets if p["source"] == "later"}
+    assert len(before) == 3 and "" not in before
     missing = {p["text"]: p["missing"] for p in presets}
     assert missing["배를 탔다"] == ["탔"]  # the sample never has 탔
     assert all(not m for text, m in missing.items() if text != "배를 탔다")
