@@ -152,7 +152,7 @@ function heatmap(step, maxWidth) {
   const cellH = Math.max(4, Math.min(18, Math.floor(420 / rows)));
   const left = 44;
   const top = 14; // room for the column labels
-  const width = left + cols * cellW + 2;
+  const width = left + cols * cellW + 20; // room for the last column's label ("126")
   const height = top + rows * cellH + 2;
   const canvas = el("canvas", null, { "data-step": step.key, role: "img",
     "aria-label": t("heatmap.label", { key: step.key, rows, cols }),
