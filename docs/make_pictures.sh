@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 out=runs/docs_pictures
 
 python train.py --config configs/shakespeare_char_cpu.yaml train.max_iters=600 \
-    train.lr_decay_iters=600 train.eval_interval=300 out_dir=$out/look_inside \
+    train.lr_decay_iters=600 train.eval_interval=300 train.ema_decay=0 out_dir=$out/look_inside \
     train.overwrite=true
 python explore_attention.py --out-dir $out/look_inside --prompt "To be, or not to be" \
     --layer 0 --head 3 --png-layers 0 --png $out/attention_layer0.png --dpi 80
