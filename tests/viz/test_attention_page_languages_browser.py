@@ -263,6 +263,28 @@ def test_an_x_x_cell_keeps_its_softmax_at_the_panels_width(page, url):
     assert frame[0] <= frame[1] + 1, f"the softmax scrolls inside its frame: {frame}"
 
 
+def test_a_weighted_sum_keeps_its_headers_on_one_line_and_its_scrollbar_in_view(page, url):
+    """weights·V's row: a column a character, wider than the panel. A Korean newcomer
+    found its headers wrapped letter by letter and its sideways scrollbar 32 rows down."""
+    open_head(page, url, "ko", 1, 0)
+    page.heatmap_event("out", 7, 0, "click")  # d_k = 32 columns: a heatmap
+    page.wait_for(lambda d: page.derivation_cell()[:2] == ("row", "7"), "the row's sum")
+    js(page, "document.getElementById('derivation').scrollIntoView({block: 'start'})")
+    heights, frame = js(
+        page,
+        """
+        const table = document.querySelector('#derivation table[data-role=weighted-sum]');
+        const line = parseFloat(getComputedStyle(table.querySelector('th')).lineHeight);
+        const tall = [...table.querySelectorAll('th')].filter(
+          th => th.textContent && th.getBoundingClientRect().height > 1.5 * line);
+        const f = table.parentElement.getBoundingClientRect();
+        return [tall.map(th => th.textContent), [f.bottom, innerHeight]];
+    """,
+    )
+    assert heights == [], f"headers on several lines: {heights}"
+    assert frame[0] <= frame[1], f"the frame's scrollbar is below the screen: {frame}"
+
+
 def test_a_long_prompt_keeps_its_labels_in_view(page, url):
     open_head(page, url, "ko", 1, 0)
     page.show(LONG[:64])
