@@ -238,6 +238,11 @@ def _main(argv: list[str] | None) -> int:
     except (ValueError, CheckpointError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    # Which weights speak, on stderr (stdout stays the samples alone, for pipes): the
+    # default ckpt.pt is the latest step, best.pt the lowest validation loss.
+    best = ckpt.get("best_val_loss")
+    best_text = f", best val {best:.4f} nats/char" if isinstance(best, float) else ""
+    print(f"sampling {path} (step {ckpt.get('iter_num', 0):,}{best_text})", file=sys.stderr)
     model.to(device).eval()
     idx = prompt_ids.to(device).unsqueeze(0).repeat(args.num_samples, 1)
     # Tokens come back to the host CHUNK at a time (model/engine.py): streamed text

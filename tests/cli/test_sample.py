@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import sample
 from model.engine import CHUNK
@@ -176,7 +177,8 @@ def test_cli_closed_pipe_ends_quietly(sample_run, stream):
     code = proc.wait(timeout=60)  # a million characters would take far longer
     err = proc.stderr.read().decode()
     proc.stderr.close()
-    assert code == 0 and err == ""
+    # Nothing but the line saying which weights speak: no traceback from the closed pipe.
+    assert code == 0 and err.startswith("sampling ") and len(err.splitlines()) == 1, err
 
 
 def test_a_missing_checkpoint_says_what_to_do(tmp_path):
@@ -230,6 +232,17 @@ def run_sample_main(capsys, out_dir, *args):
     code = sample.main(["--out-dir", str(out_dir), "--device", "cpu", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def test_sample_says_which_weights_it_samples(sample_run, tmp_path, capsys):
+    """On stderr (stdout is the samples alone): the checkpoint, its step and best loss."""
+    ckpt = torch.load(sample_run / "ckpt.pt", weights_only=True)
+    (tmp_path / "run").mkdir()
+    torch.save({**ckpt, "iter_num": 1234, "best_val_loss": 1.5}, tmp_path / "run" / "ckpt.pt")
+    out = tmp_path / "run"
+    code, text, err = run_sample_main(capsys, out, "--prompt", "ab", "--max-new-tokens", "5")
+    assert code == 0 and text.startswith("ab")
+    assert err == f"sampling {out / 'ckpt.pt'} (step 1,234, best val 1.5000 nats/char)\n"
 
 
 def test_sampling_arguments_from_the_bug_reports(tmp_path, capsys):
