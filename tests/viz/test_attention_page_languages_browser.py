@@ -198,6 +198,15 @@ def test_a_switch_changes_a_mid_sentence_row_and_says_what_it_changed(page, url,
         middle,
     )
     assert shown != own  # the what-if's prediction at that row, not the model's
+    # and the model's own beside it, in words.
+    note = js(
+        page,
+        "return document.querySelector("
+        "`#lens [data-role=own-prediction][data-position='${arguments[0]}']`).textContent",
+        middle,
+    )
+    chars = explorer.model_info()["vocab_labels"]
+    assert note == words("lens.own_changed", lang, own=chars[own], whatif=chars[shown])
     js(page, "document.querySelector('#switches input[data-switch=no_mask]').click()")
     page.steps_ready(0, head)
     assert "−∞" in js(page, "return document.body.innerText")

@@ -32,6 +32,14 @@ function renderLens() {
     });
     table.append(thead, tbody);
     nodes.push(table);
+    // Under a what-if, the model's own prediction beside the what-if's.
+    const own = whatIf() && state.result.model;
+    if (own) {
+      const change = (own.changed || []).find((c) => c.position === p);
+      nodes.push(el("p", change
+        ? t("lens.own_changed", { own: MODEL.vocab_labels[change.own], whatif: MODEL.vocab_labels[change.what_if] })
+        : t("lens.own_same"), { class: "muted", "data-role": "own-prediction", "data-position": p }));
+    }
   }
   $("lens").replaceChildren(...nodes);
 }
