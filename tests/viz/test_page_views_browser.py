@@ -213,6 +213,12 @@ def test_the_compare_view_shows_both_models(page, tmp_path):
             " tr.classList.contains('changed')])])"
         )
         diff_cells = shown(driver, "#compare-weights-diff")
+        # One click to the head whose weights moved most.
+        heads = driver.execute_script("return comparison.answer.heads")
+        button = page.find("#compare-most-changed")
+        offered = (int(button.get_attribute("data-layer")), int(button.get_attribute("data-head")))
+        button.click()
+        picked = driver.execute_script("return [state.layer, state.head]")
         page.show("To be")
         page.wait_for(lambda d: page.find_all(".compare-missing"), "the missing character")
         missing_en = page.find(".compare-missing").text
@@ -242,6 +248,8 @@ def test_the_compare_view_shows_both_models(page, tmp_path):
         other = pb[b_vocab.index(char)].item() if char in b_vocab else 0.0
         assert changed == (abs(float(p) - other) >= 0.05)
     assert any(changed for _, _, changed in rows_a)
+    flat = [(x, layer, h) for layer, row in enumerate(heads) for h, x in enumerate(row)]
+    assert offered == max(flat)[1:] and picked == list(offered)
     # The picked head (last layer, head 0): A − B of the two models' own weights.
     difference = wa[-1, 0].double() - wb[-1, 0].double()
     assert [len(row) for row in diff_cells] == list(range(1, len(PROMPT) + 1))

@@ -111,6 +111,27 @@ function compareHeadsTable(answer) {
   return table;
 }
 
+// The head whose weights moved most, one click away: a newcomer looked for it in the grid.
+function mostChanged(answer) {
+  let best = [0, 0];
+  answer.heads.forEach((row, layer) => row.forEach((x, h) => {
+    if (x > answer.heads[best[0]][best[1]]) best = [layer, h];
+  }));
+  const [layer, h] = best;
+  const button = el("button", t("compare.most_changed", { layer, head: t("head.name", { head: h }),
+    value: formatFixed(answer.heads[layer][h], DERIVATION_DECIMALS) }),
+  { type: "button", id: "compare-most-changed", "data-layer": layer, "data-head": h });
+  button.addEventListener("click", () => {
+    state.layer = layer;
+    state.head = h;
+    if (state.result) pickedHead();
+    else renderComparison();
+  });
+  const line = el("p");
+  line.append(button);
+  return line;
+}
+
 function compareWeights(answer) {
   const layer = state.layer;
   const head = stepHead();
@@ -205,7 +226,7 @@ function renderComparison() {
   if (answer.heads === null) {
     nodes.push(el("p", t("compare.heads_differ"), { class: "muted" }));
   } else {
-    nodes.push(el("h3", t("compare.heads_title")), compareHeadsTable(answer));
+    nodes.push(el("h3", t("compare.heads_title")), compareHeadsTable(answer), mostChanged(answer));
     nodes.push(...compareWeights(answer));
   }
   $("compare").replaceChildren(...nodes);
