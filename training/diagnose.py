@@ -156,6 +156,14 @@ def overfitting(record: RunRecord) -> str | None:
     )
 
 
+def _largest_rise(values: np.ndarray, before: np.ndarray) -> tuple[int, float]:
+    """The i where ``values[i + 1] - before[i]`` is largest, and that rise (nats/char);
+    ``values`` (n,), ``before`` (n - 1,): the previous value, or the lowest so far."""
+    rises = values[1:] - before
+    worst = int(np.argmax(rises))
+    return worst, float(rises[worst])
+
+
 def learning_rate_too_high(record: RunRecord) -> str | None:
     """The learning-rate verdict (loss spikes or skipped float16 steps), or None."""
     lr = record.config["train"]["learning_rate"]
@@ -163,19 +171,17 @@ def learning_rate_too_high(record: RunRecord) -> str | None:
     steps, loss = _values(record, TRAIN_LOSS)
     if len(loss) >= 2:
         lowest_before = np.minimum.accumulate(loss)[:-1]
-        jumps = loss[1:] - lowest_before
-        worst = int(np.argmax(jumps))
-        if jumps[worst] > SPIKE_NATS:
+        worst, jump = _largest_rise(loss, lowest_before)
+        if jump > SPIKE_NATS:
             return (
                 f"learning rate too high: the training loss jumped to {loss[worst + 1]:.3f} at "
-                f"step {steps[worst + 1]}, {jumps[worst]:.2f} nats/char above its lowest "
+                f"step {steps[worst + 1]}, {jump:.2f} nats/char above its lowest "
                 f"before ({lowest_before[worst]:.3f}); {change}"
             )
     eval_steps, train = _values(record, TRAIN_EVAL_LOSS)
     if len(train) >= 2:
-        rises = train[1:] - train[:-1]
-        worst = int(np.argmax(rises))
-        if rises[worst] > RISE_NATS:
+        worst, rise = _largest_rise(train, train[:-1])
+        if rise > RISE_NATS:
             return (
                 f"learning rate too high: the training loss rose between evaluations, "
                 f"{train[worst]:.3f} at step {eval_steps[worst]} -> {train[worst + 1]:.3f} at "
